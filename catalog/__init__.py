@@ -1,0 +1,1 @@
+"""Bundled catalog of Karta definitions (package data)."""
