@@ -1,0 +1,248 @@
+"""The ``karta-webhook`` command: argument parsing, reading files, printing, exit codes.
+
+Every subcommand calls the same functions the HTTP handlers call. Exit codes: 0 success,
+1 a finding (an invalid definition, a document with no definition), 2 unusable input (a file
+that cannot be read or parsed, a bad policy or catalog) — always with a message naming the file
+and the problem, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import yaml
+
+from webhook import __version__
+from webhook.definitions import GVK, read_documents
+from webhook.errors import KartaError
+from webhook.handlers import mutate_object, nothing_found
+from webhook.policy import EMPTY, load_policy
+from webhook.registry import Registry, load_registry
+from webhook.workload import ComponentView, Workload, describe_json, resolve
+
+EXIT_OK, EXIT_FINDING, EXIT_INPUT = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # usage errors are input errors: exit 2, one line
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def _err(msg: str) -> None:
+    print(f"karta-webhook: {msg}", file=sys.stderr)
+
+
+def _dump_yaml(docs: Sequence[Any]) -> str:
+    return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def _registry(args: argparse.Namespace) -> Registry:
+    return load_registry(args.catalog or [])
+
+
+# --------------------------------------------------------------------------- mutate
+
+
+def cmd_mutate(args: argparse.Namespace) -> int:
+    policy = load_policy(args.policy) if args.policy else EMPTY
+    registry = _registry(args)
+    docs = read_documents(args.file)
+    mutated: list[Any] = []
+    patches: list[list[dict[str, Any]]] = []
+    for source, doc in docs:
+        if not isinstance(doc, dict):
+            _err(f"{source}: not a Kubernetes object (a {type(doc).__name__}); left as is")
+            mutated.append(doc)
+            patches.append([])
+            continue
+        workload, result = mutate_object(registry, policy, doc)
+        if workload is None or result is None:
+            _err(
+                f"{source}: no definition for {GVK.of(doc) or 'an object without apiVersion/kind'}; left as is"
+            )
+            mutated.append(doc)
+            patches.append([])
+            continue
+        karta = registry.lookup(workload.gvk)
+        for w in (
+            *workload.warnings,
+            *(nothing_found(workload, karta) if karta else []),
+            *result.warnings,
+        ):
+            _err(f"{source}: warning: {w}")
+        patches.append(result.ops)
+        mutated.append(jsonpatch.apply_patch(doc, result.ops) if result.ops else doc)
+    if args.output == "patch":
+        _print_json(patches[0] if len(patches) == 1 else patches)
+    elif args.output == "json":
+        _print_json(
+            mutated[0]
+            if len(mutated) == 1
+            else {"apiVersion": "v1", "kind": "List", "items": mutated}
+        )
+    else:
+        sys.stdout.write(_dump_yaml(mutated))
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- describe
+
+
+def _tree_lines(w: Workload) -> list[str]:
+    lines = [
+        f"{w.gvk.kind} {w.namespace + '/' if w.namespace else ''}{w.name}",
+        f"  definition: {w.definition}",
+        f"  status:     {w.status}",
+        f"  gpus:       {w.gpus}",
+        "  components:",
+    ]
+    children: dict[str | None, list[ComponentView]] = {}
+    for c in w.components:
+        children.setdefault(c.owner, []).append(c)
+
+    def walk(owner: str | None, indent: str, seen: set[str]) -> None:
+        for c in children.get(owner, []):
+            if c.name in seen:
+                continue
+            kind = f" ({c.kind.kind})" if c.kind and c.kind.kind else ""
+            lines.append(f"{indent}- {c.name}{kind}")
+            for i in c.instances:
+                extra = ""
+                if i.min_replicas is not None or i.max_replicas is not None:
+                    extra = f" (min {i.min_replicas if i.min_replicas is not None else '-'}, max {i.max_replicas if i.max_replicas is not None else '-'})"
+                lines.append(
+                    f"{indent}    instance {i.id}: replicas {i.replicas}{extra}, gpus {i.gpus} ({i.gpus_per_pod}/pod)"
+                )
+            walk(c.name, indent + "    ", seen | {c.name})
+
+    walk(None, "    ", set())
+    listed = {ln.strip()[2:].split(" ")[0] for ln in lines if ln.strip().startswith("- ")}
+    for c in w.components:  # components whose owner chain is broken still show up
+        if c.name not in listed:
+            lines.append(f"    - {c.name} (owner {c.owner!r} not found)")
+    for warning in w.warnings:
+        lines.append(f"  warning: {warning}")
+    return lines
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    registry = _registry(args)
+    docs = read_documents(args.file)
+    views: list[dict[str, Any]] = []
+    texts: list[str] = []
+    code = EXIT_OK
+    for source, doc in docs:
+        karta = registry.lookup(GVK.of(doc)) if isinstance(doc, dict) else None
+        if karta is None:
+            what = GVK.of(doc) if isinstance(doc, dict) else None
+            _err(f"{source}: no definition for {what or 'an object without apiVersion/kind'}")
+            code = EXIT_FINDING
+            continue
+        w = resolve(karta, doc)
+        views.append(describe_json(w))
+        texts.append("\n".join(_tree_lines(w)))
+    if args.output == "json":
+        if len(docs) == 1 and views:
+            _print_json(views[0])
+        elif views or len(docs) != 1:
+            _print_json({"items": views, "count": len(views)})
+    elif texts:
+        print("\n\n".join(texts))
+    return code
+
+
+# --------------------------------------------------------------------------- certs
+
+
+def cmd_certs(args: argparse.Namespace) -> int:
+    from webhook.certs import write_certs
+
+    paths = write_certs(Path(args.out), args.service, args.namespace, days=args.days)
+    print(f"wrote {paths.ca_cert}, {paths.cert}, {paths.key}")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="karta-webhook",
+        description="Kubernetes admission webhooks driven by Karta workload definitions.",
+    )
+    p.add_argument("--version", action="version", version=f"karta-webhook {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def catalog(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument(
+            "--catalog",
+            action="append",
+            metavar="DIR",
+            help="more definitions on top of the bundled catalog (repeatable; later wins)",
+        )
+
+    m = sub.add_parser(
+        "mutate", help="print workloads with the policy applied to every pod template"
+    )
+    m.add_argument(
+        "-f",
+        "--file",
+        required=True,
+        metavar="FILE",
+        help="workload manifest(s), YAML or JSON; - for stdin",
+    )
+    m.add_argument(
+        "--policy", metavar="FILE", help="injection policy (YAML); none: nothing is injected"
+    )
+    catalog(m)
+    m.add_argument("-o", "--output", choices=("yaml", "json", "patch"), default="yaml")
+    m.set_defaults(func=cmd_mutate)
+
+    d = sub.add_parser(
+        "describe", help="print the workload tree: components, instances, replicas, GPUs, status"
+    )
+    d.add_argument(
+        "-f", "--file", required=True, metavar="FILE", help="workload manifest(s); - for stdin"
+    )
+    catalog(d)
+    d.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    d.set_defaults(func=cmd_describe)
+
+    c = sub.add_parser("certs", help="write a CA and a serving certificate for the webhook Service")
+    c.add_argument("--out", required=True, metavar="DIR")
+    c.add_argument("--service", required=True, metavar="NAME")
+    c.add_argument("--namespace", required=True, metavar="NS")
+    c.add_argument("--days", type=int, default=365, metavar="N")
+    c.set_defaults(func=cmd_certs)
+
+    for extra in _EXTRA_COMMANDS:
+        extra(sub)
+    return p
+
+
+#: Later subcommands (validate, serve, manifests) register themselves here.
+_EXTRA_COMMANDS: list[Callable[[Any], None]] = []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KartaError as e:
+        _err(str(e))
+        return EXIT_INPUT
+    except BrokenPipeError:
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,186 @@
+"""Plan the mutation of a workload: a minimal, idempotent JSON Patch.
+
+Ops are ``add`` operations at the exact locations the definition resolved — never a whole
+template written back (upstream Karta once replaced a Pod by its own template that way).
+Missing ``metadata`` / ``labels`` / ``annotations`` objects are created in the same op as their
+first key, so a patch never refers to a parent it has not created. A value that is already
+there yields no op, so a reinvocation (or a second ``plan`` on the patched object) is empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook import jqexpr
+from webhook.jqexpr import Path_
+from webhook.policy import Policy, Rule, label_value_errors, render, scheduler_name_errors
+from webhook.workload import ComponentView, Instance, Slot, Workload
+
+_ABSENT = object()
+
+
+@dataclass(frozen=True)
+class Plan:
+    ops: list[dict[str, Any]]
+    warnings: list[str]
+    templates_mutated: int
+    templates_matched: int
+
+
+class _Patch:
+    """Builds ops against the original object plus what earlier ops already did, without
+    copying the object: containers we create live only inside our own ops' values."""
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+        self.ops: list[dict[str, Any]] = []
+        self.created: dict[Path_, dict[str, Any]] = {}  # containers created by our ops
+        self.assigned: dict[tuple[Path_, str], Any] = {}  # keys set on existing containers
+        self.changes = 0  # values set so far (a key set inside a created container has no op)
+
+    def get(self, path: Path_) -> Any:
+        for i in range(len(path), -1, -1):
+            made = self.created.get(path[:i])
+            if made is not None:
+                cur: Any = made
+                for tok in path[i:]:
+                    cur = cur.get(tok) if isinstance(cur, dict) else None
+                return cur
+        return jqexpr.getpath(self.obj, path)
+
+    def set(self, container: Path_, base: int, key: str, value: str, overwrite: bool) -> str | None:
+        """Set ``key`` in the object at ``container`` (creating it and missing parents below the
+        first ``base`` tokens). Returns None on success or no-op, else why it was skipped."""
+        cur = self.get(container)
+        if isinstance(cur, dict):
+            existing = self.assigned.get((container, key), cur.get(key))
+            if existing is not None and (existing == value or not overwrite):
+                return None
+            self.changes += 1
+            if container in self.created:
+                cur[key] = value
+            else:
+                self.ops.append(
+                    {"op": "add", "path": jqexpr.pointer((*container, key)), "value": value}
+                )
+                self.assigned[(container, key)] = value
+            return None
+        if cur is not None:
+            return f"{jqexpr.pointer(container)} is not an object"
+        if not isinstance(self.get(container[:base]), dict):
+            return f"{jqexpr.pointer(container[:base])} is not an object"
+        # Find the first missing (or null) container below the base and create from there.
+        start = base
+        while start < len(container):
+            here = self.get(container[: start + 1])
+            if here is None:
+                break
+            if not isinstance(here, dict):
+                return f"{jqexpr.pointer(container[: start + 1])} is not an object"
+            start += 1
+        top: dict[str, Any] = {}
+        node = top
+        self.created[container[: start + 1]] = top
+        for depth in range(start + 1, len(container)):
+            child: dict[str, Any] = {}
+            node[str(container[depth])] = child
+            self.created[container[: depth + 1]] = child
+            node = child
+        node[key] = value
+        self.changes += 1
+        self.ops.append({"op": "add", "path": jqexpr.pointer(container[: start + 1]), "value": top})
+        return None
+
+
+def _variables(w: Workload, c: ComponentView, i: Instance) -> dict[str, str]:
+    return {
+        "workload.name": w.name,
+        "workload.namespace": w.namespace,
+        "workload.kind": w.gvk.kind,
+        "component": c.name,
+        "instance": i.id,
+    }
+
+
+def plan(w: Workload, policy: Policy, obj: Mapping[str, Any]) -> Plan:
+    """The JSON Patch that applies ``policy`` to every matching pod template of ``w``.
+
+    Rules apply in order, each seeing what the earlier ones set: without ``overwrite`` a key
+    (or ``schedulerName``) that is already set keeps its value.
+    """
+    patch = _Patch(obj)
+    warnings: list[str] = []
+    mutated: set[int] = set()
+    matched: set[int] = set()
+    for rule in policy.rules:
+        if not rule.match.workload(w.gvk, w.namespace):
+            continue
+        for n, (c, inst) in enumerate(w.instances):
+            if not rule.match.instance(c.name, inst.id):
+                continue
+            matched.add(n)
+            before = patch.changes
+            _apply(rule, w, c, inst, patch, warnings)
+            if patch.changes > before:
+                mutated.add(n)
+    return Plan(patch.ops, warnings, len(mutated), len(matched))
+
+
+def _apply(
+    rule: Rule, w: Workload, c: ComponentView, inst: Instance, patch: _Patch, warnings: list[str]
+) -> None:
+    where = f"rule {rule.name!r}, component {c.name!r}, instance {inst.id!r}"
+    values = _variables(w, c, inst)
+    for kind, slot, pairs in (
+        ("label", inst.labels, rule.labels),
+        ("annotation", inst.annotations, rule.annotations),
+    ):
+        if not pairs:
+            continue
+        if slot is None:
+            warnings.append(f"{where}: the definition gives no place for {kind}s; skipped")
+            continue
+        for key, template in pairs:
+            value = render(template, values)
+            if kind == "label" and label_value_errors(value):
+                warnings.append(
+                    f"{where}: label {key}={value!r} is not a valid label value; skipped"
+                )
+                continue
+            _set(patch, slot, key, value, rule.overwrite, where, warnings)
+    if rule.scheduler_name:
+        slot = inst.scheduler_name
+        if slot is None:
+            warnings.append(f"{where}: the definition gives no place for schedulerName; skipped")
+            return
+        value = render(rule.scheduler_name, values)
+        if scheduler_name_errors(value):
+            warnings.append(
+                f"{where}: schedulerName {value!r} is not a valid scheduler name; skipped"
+            )
+            return
+        _set(
+            patch,
+            Slot(slot.path[:-1], slot.base),
+            str(slot.path[-1]),
+            value,
+            rule.overwrite,
+            where,
+            warnings,
+        )
+
+
+def _set(
+    patch: _Patch,
+    slot: Slot,
+    key: str,
+    value: str,
+    overwrite: bool,
+    where: str,
+    warnings: list[str],
+) -> None:
+    why = patch.set(slot.path, slot.base, key, value, overwrite)
+    if why:
+        warnings.append(f"{where}: cannot set {key}: {why}; skipped")

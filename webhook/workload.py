@@ -1,0 +1,560 @@
+"""Resolve a definition against one object: components → instances → pod-template locations.
+
+This is where a Karta definition meets a real workload. Every jq expression of the definition
+that the caller needs is evaluated in one :func:`webhook.jqexpr.evaluate` batch, so the object
+reaches libjq at most once. The result is plain data: where each instance's labels,
+annotations and ``schedulerName`` live (as locations, never as copies of the template), how
+many replicas and GPUs it has, and the workload's status category.
+
+Rules (see DESIGN.md, "Create parents, skip absentees"):
+
+* a template, pod spec or metadata location whose value is null or absent is skipped — a
+  PyTorchJob without a Master has no master instance, it does not get one;
+* a path that iterates over an absent list or map has no locations (not an error);
+* fragmented fields are written only where their parent object exists.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook import jqexpr
+from webhook.definitions import GVK, STATUS_ORDER, UNDEFINED, Component, Karta, StatusDefinition
+from webhook.jqexpr import Outcome, Path_
+
+GPU = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A place a value is written: ``path`` is its location; the first ``base`` tokens must
+    already hold an object (the template, pod spec or fragment parent), deeper missing objects
+    (``metadata``, ``labels``) are created."""
+
+    path: Path_
+    base: int
+
+
+@dataclass(frozen=True)
+class Instance:
+    id: str
+    location: Path_ | None  # the template / pod spec / first fragment location, for display
+    replicas: int
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    gpus_per_pod: int = 0
+    labels: Slot | None = None
+    annotations: Slot | None = None
+    scheduler_name: Slot | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.gpus_per_pod
+
+
+@dataclass(frozen=True)
+class ComponentView:
+    name: str
+    kind: GVK | None
+    owner: str | None
+    instances: tuple[Instance, ...]
+
+
+@dataclass(frozen=True)
+class Workload:
+    gvk: GVK
+    name: str
+    namespace: str
+    definition: str
+    components: tuple[ComponentView, ...]
+    status: str
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def gpus(self) -> int:
+        return sum(i.gpus for c in self.components for i in c.instances)
+
+    @property
+    def instances(self) -> list[tuple[ComponentView, Instance]]:
+        return [(c, i) for c in self.components for i in c.instances]
+
+
+# --------------------------------------------------------------------------- resolution
+
+
+class _Batch:
+    """Collects (expression, mode) requests, evaluates them in one go, hands out outcomes."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, jqexpr.Mode]] = []
+        self.index: dict[tuple[str, str], int] = {}
+        self.outcomes: list[Outcome] = []
+
+    def want(self, expr: str | None, mode: jqexpr.Mode) -> None:
+        if expr and (expr, mode) not in self.index:
+            self.index[(expr, mode)] = len(self.requests)
+            self.requests.append((expr, mode))
+
+    def run(self, obj: Any, timeout: float) -> None:
+        self.outcomes = jqexpr.evaluate(self.requests, obj, timeout=timeout)
+
+    def get(self, expr: str | None, mode: jqexpr.Mode) -> Outcome | None:
+        return self.outcomes[self.index[(expr, mode)]] if expr else None
+
+
+def _write_exprs(c: Component) -> list[str]:
+    s = c.spec
+    if s is None:
+        return []
+    if s.pod_template_spec_path:
+        return [s.pod_template_spec_path]
+    if s.pod_spec_path:
+        return [e for e in (s.pod_spec_path, s.metadata_path) if e]
+    return list((s.fragmented or {}).values())
+
+
+def resolve(
+    karta: Karta,
+    obj: Mapping[str, Any],
+    *,
+    full: bool = True,
+    timeout: float = jqexpr.DEFAULT_TIMEOUT,
+) -> Workload:
+    """The workload tree of ``obj`` under ``karta``.
+
+    With ``full=False`` only what mutation needs is evaluated (locations and instance ids),
+    which keeps the hot path to the definition's write paths.
+    """
+    batch = _Batch()
+    for c in karta.components:
+        for e in _write_exprs(c):
+            batch.want(e, "paths")
+        batch.want(c.instance_id_path, "values")
+        if full and c.scale:
+            for e in (c.scale.replicas_path, c.scale.min_replicas_path, c.scale.max_replicas_path):
+                batch.want(e, "values")
+    status_def = karta.root.status
+    if full and status_def:
+        batch.want(status_def.phase_path, "values")
+        batch.want(status_def.conditions_path, "values")
+        for matchers in status_def.mappings.values():
+            for m in matchers:
+                batch.want(_tostring(m.by_expression), "values")
+    batch.run(obj, timeout)
+
+    warnings: list[str] = []
+    components = tuple(_component(c, obj, batch, full, warnings) for c in karta.components)
+    status = _status(status_def, batch, warnings) if full and status_def else UNDEFINED
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    gvk = GVK.of(obj) or (karta.gvk or GVK("", "", ""))
+    return Workload(
+        gvk=gvk,
+        name=str(meta.get("name") or meta.get("generateName") or ""),
+        namespace=str(meta.get("namespace") or ""),
+        definition=karta.name,
+        components=components,
+        status=status,
+        warnings=tuple(warnings),
+    )
+
+
+def _tostring(expr: str | None) -> str | None:
+    return f"({expr}\n) | tostring" if expr else None
+
+
+def _locs(
+    batch: _Batch, expr: str | None, what: str, warnings: list[str]
+) -> list[tuple[Path_, Any]]:
+    out = batch.get(expr, "paths")
+    if out is None:
+        return []
+    if out.error:
+        warnings.append(f"{what} {expr!r}: {out.error}")
+    return list(out.items)
+
+
+def _is_obj(v: Any) -> bool:
+    return isinstance(v, dict)
+
+
+def _component(
+    c: Component, obj: Mapping[str, Any], batch: _Batch, full: bool, warnings: list[str]
+) -> ComponentView:
+    where = f"component {c.name!r}:"
+    s = c.spec
+    # Per-instance raw material, aligned by position: (location, labels, annotations, scheduler, pod)
+    rows: list[dict[str, Any]] = []
+    if s and s.pod_template_spec_path:
+        for loc, val in _locs(
+            batch, s.pod_template_spec_path, f"{where} podTemplateSpecPath", warnings
+        ):
+            present = _is_obj(val)
+            spec = val.get("spec") if present else None
+            rows.append(
+                {
+                    "loc": loc,
+                    "present": present,
+                    "labels": Slot((*loc, "metadata", "labels"), len(loc)),
+                    "annotations": Slot((*loc, "metadata", "annotations"), len(loc)),
+                    "scheduler": Slot((*loc, "spec", "schedulerName"), len(loc) + 1)
+                    if _is_obj(spec)
+                    else None,
+                    "gpus": _pod_gpus(spec) if _is_obj(spec) else 0,
+                }
+            )
+    elif s and s.pod_spec_path:
+        specs = _locs(batch, s.pod_spec_path, f"{where} podSpecPath", warnings)
+        metas = (
+            _locs(batch, s.metadata_path, f"{where} metadataPath", warnings)
+            if s.metadata_path
+            else []
+        )
+        if s.metadata_path and len(metas) != len(specs):
+            warnings.append(
+                f"{where} metadataPath found {len(metas)} location(s) but podSpecPath {len(specs)}; labels and annotations not written"
+            )
+            metas = []
+        for i, (loc, val) in enumerate(specs):
+            meta = metas[i] if metas else None
+            meta_ok = meta is not None and (
+                _is_obj(meta[1]) or (meta[1] is None and _is_obj(jqexpr.getpath(obj, meta[0][:-1])))
+            )
+            rows.append(
+                {
+                    "loc": loc,
+                    "present": _is_obj(val),
+                    "labels": Slot(
+                        (*meta[0], "labels"), len(meta[0]) - (0 if _is_obj(meta[1]) else 1)
+                    )
+                    if meta and meta_ok
+                    else None,
+                    "annotations": Slot(
+                        (*meta[0], "annotations"), len(meta[0]) - (0 if _is_obj(meta[1]) else 1)
+                    )
+                    if meta and meta_ok
+                    else None,
+                    "scheduler": Slot((*loc, "schedulerName"), len(loc)),
+                    "gpus": _pod_gpus(val) if _is_obj(val) else 0,
+                }
+            )
+    elif s and s.fragmented is not None:
+        rows = _fragment_rows(c, obj, batch, warnings)
+
+    ids = _instance_ids(c, rows, batch, warnings)
+    replicas = (
+        _scale_values(c, "replicas_path", len(rows), batch, warnings)
+        if full
+        else [None] * len(rows)
+    )
+    mins = (
+        _scale_values(c, "min_replicas_path", len(rows), batch, warnings)
+        if full
+        else [None] * len(rows)
+    )
+    maxs = (
+        _scale_values(c, "max_replicas_path", len(rows), batch, warnings)
+        if full
+        else [None] * len(rows)
+    )
+    instances = []
+    for i, row in enumerate(rows):
+        if not row["present"]:
+            continue
+        instances.append(
+            Instance(
+                id=ids[i],
+                location=row["loc"],
+                replicas=replicas[i] if replicas[i] is not None else 1,
+                min_replicas=mins[i],
+                max_replicas=maxs[i],
+                gpus_per_pod=row["gpus"],
+                labels=row["labels"],
+                annotations=row["annotations"],
+                scheduler_name=row["scheduler"],
+            )
+        )
+    return ComponentView(c.name, c.kind, c.owner_ref, tuple(instances))
+
+
+def _fragment_rows(
+    c: Component, obj: Mapping[str, Any], batch: _Batch, warnings: list[str]
+) -> list[dict[str, Any]]:
+    """Fragmented definitions: each field has its own locations, aligned by position; an
+    instance is present when any of its fragments has an existing parent object."""
+    assert c.spec is not None and c.spec.fragmented is not None
+    frag = c.spec.fragmented
+    found = {
+        name: _locs(
+            batch, expr, f"component {c.name!r}: fragmentedPodSpecDefinition.{name}", warnings
+        )
+        for name, expr in frag.items()
+    }
+    n = max((len(v) for v in found.values()), default=0)
+    for name, locs in found.items():
+        if locs and len(locs) != n:
+            warnings.append(
+                f"component {c.name!r}: fragmentedPodSpecDefinition.{name} found {len(locs)} location(s), expected {n}; not used"
+            )
+            found[name] = []
+    rows = []
+    for i in range(n):
+
+        def at(name: str, i: int = i) -> tuple[Path_, Any] | None:
+            locs = found.get(name) or []
+            return locs[i] if i < len(locs) else None
+
+        def slot(name: str) -> Slot | None:
+            hit = at(name)
+            if hit is None or not hit[0]:
+                return None
+            parent = jqexpr.getpath(obj, hit[0][:-1])
+            return Slot(hit[0], len(hit[0]) - 1) if _is_obj(parent) else None
+
+        anchors = [h for h in (at(n_) for n_ in frag) if h is not None and h[0]]
+        present = any(_is_obj(jqexpr.getpath(obj, p[:-1])) for p, _ in anchors)
+        first = anchors[0][0] if anchors else None
+        rows.append(
+            {
+                "loc": first,
+                "present": present,
+                "labels": slot("labelsPath"),
+                "annotations": slot("annotationsPath"),
+                "scheduler": slot("schedulerNamePath"),
+                "gpus": _fragment_gpus(
+                    at("containersPath"), at("containerPath"), at("resourcesPath")
+                ),
+            }
+        )
+    return rows
+
+
+def _instance_ids(
+    c: Component, rows: list[dict[str, Any]], batch: _Batch, warnings: list[str]
+) -> list[str]:
+    """Ids from ``instanceIdPath`` when it agrees with the locations in count; otherwise the
+    key or index that tells the locations apart (never ``keys`` paired with ``.[]``: libjq
+    iterates objects in insertion order, so the location is the truth)."""
+    n = len(rows)
+    out = batch.get(c.instance_id_path, "values")
+    if out is not None:
+        ids = out.items
+        if out.error:
+            warnings.append(f"component {c.name!r}: instanceIdPath: {out.error}")
+        elif len(ids) == n and all(isinstance(i, str) and i for i in ids):
+            return list(ids)
+        elif n:
+            warnings.append(
+                f"component {c.name!r}: instanceIdPath gave {len(ids)} id(s) for {n} location(s); ids taken from the locations"
+            )
+    if n <= 1:
+        return [c.name] * n
+    locs = [tuple(r["loc"] or ()) for r in rows]
+    width = min(len(p) for p in locs)
+    for depth in range(width):
+        toks = [p[depth] for p in locs]
+        if len(set(toks)) > 1:
+            return [str(t) for t in toks]
+    return [str(i) for i in range(n)]
+
+
+def _as_count(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int) and v >= 0:
+        return v
+    if isinstance(v, float) and v >= 0 and v.is_integer():
+        return int(v)
+    if isinstance(v, str) and v.strip().isdigit():
+        return int(v.strip())
+    return None
+
+
+_SCALE_FIELDS = {
+    "replicas_path": "replicasPath",
+    "min_replicas_path": "minReplicasPath",
+    "max_replicas_path": "maxReplicasPath",
+}
+
+
+def _scale_values(
+    c: Component, attr: str, n: int, batch: _Batch, warnings: list[str]
+) -> list[int | None]:
+    expr = getattr(c.scale, attr) if c.scale else None
+    out = batch.get(expr, "values")
+    if out is None or n == 0:
+        return [None] * n
+    name = _SCALE_FIELDS[attr]
+    if out.error:
+        warnings.append(f"component {c.name!r}: {name}: {out.error}")
+        return [None] * n
+    vals = [_as_count(v) if v is not None else None for v in out.items]
+    bad = [v for v, conv in zip(out.items, vals, strict=True) if v is not None and conv is None]
+    if bad:
+        warnings.append(
+            f"component {c.name!r}: {name} gave {json.dumps(bad[0])}, not a non-negative integer"
+        )
+    if len(vals) == n:
+        return vals
+    if len(vals) == 1:
+        return vals * n  # one component-wide value
+    if vals:
+        warnings.append(
+            f"component {c.name!r}: {name} gave {len(vals)} value(s) for {n} instance(s)"
+        )
+    return [None] * n
+
+
+# --------------------------------------------------------------------------- GPUs
+
+
+def _quantity(v: Any) -> int:
+    if isinstance(v, bool):
+        return 0
+    if isinstance(v, int | float):
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(float(v))
+        except ValueError:
+            return 0
+    return 0
+
+
+def _container_gpus(c: Any) -> int:
+    if not isinstance(c, dict):
+        return 0
+    return _resources_gpus(c.get("resources"))
+
+
+def _resources_gpus(res: Any) -> int:
+    if not isinstance(res, dict):
+        return 0
+    for key in ("limits", "requests"):
+        q = res.get(key)
+        if isinstance(q, dict) and GPU in q:
+            return _quantity(q[GPU])
+    return 0
+
+
+def _pod_gpus(spec: Mapping[str, Any]) -> int:
+    """GPUs one pod needs, the way the scheduler counts them: app containers plus restartable
+    (sidecar) init containers run together; a plain init container runs alone beside the
+    sidecars started before it; the pod needs the larger of the two."""
+    containers = spec.get("containers")
+    app = sum(_container_gpus(c) for c in containers) if isinstance(containers, list) else 0
+    sidecars = init_peak = 0
+    inits = spec.get("initContainers")
+    for c in inits if isinstance(inits, list) else []:
+        g = _container_gpus(c)
+        if isinstance(c, dict) and c.get("restartPolicy") == "Always":
+            sidecars += g
+        else:
+            init_peak = max(init_peak, g + sidecars)
+    return max(app + sidecars, init_peak)
+
+
+def _fragment_gpus(
+    containers: tuple[Path_, Any] | None,
+    container: tuple[Path_, Any] | None,
+    resources: tuple[Path_, Any] | None,
+) -> int:
+    if containers is not None and isinstance(containers[1], list):
+        return sum(_container_gpus(c) for c in containers[1])
+    if container is not None and isinstance(container[1], dict):
+        return _container_gpus(container[1])
+    if resources is not None:
+        return _resources_gpus(resources[1])
+    return 0
+
+
+# --------------------------------------------------------------------------- status
+
+
+def _first(out: Outcome | None) -> Any:
+    if out is None or out.error or not out.items:
+        return None
+    return out.items[0]
+
+
+def _status(sd: StatusDefinition, batch: _Batch, warnings: list[str]) -> str:
+    """The first status category (upstream order) whose matchers match; ``Undefined`` if none.
+
+    Clauses of one matcher are ANDed, matchers of one category ORed, as upstream does."""
+    phase_out = batch.get(sd.phase_path, "values")
+    phase = _first(phase_out)
+    conditions: dict[str, Mapping[str, Any]] = {}
+    cond_out = batch.get(sd.conditions_path, "values")
+    for out, what in ((phase_out, "phaseDefinition.path"), (cond_out, "conditionsDefinition.path")):
+        if out is not None and out.error:
+            warnings.append(f"status {what}: {out.error}")
+    for item in cond_out.items if cond_out and not cond_out.error else []:
+        for cond in item if isinstance(item, list) else [item]:
+            if isinstance(cond, dict) and isinstance(cond.get(sd.type_field), str):
+                conditions[cond[sd.type_field]] = cond  # a later duplicate type wins
+    for key in STATUS_ORDER:
+        for m in sd.mappings.get(key, ()):
+            if m.by_phase is not None and m.by_phase != phase:
+                continue
+            if not all(
+                _condition_holds(conditions, cm.type, cm.status, cm.reason, sd)
+                for cm in m.by_conditions
+            ):
+                continue
+            if m.by_expression is not None:
+                got = _first(batch.get(_tostring(m.by_expression), "values"))
+                if got is None or got != m.expected_result:
+                    continue
+            return key.capitalize()
+    return UNDEFINED
+
+
+def _condition_holds(
+    conds: Mapping[str, Mapping[str, Any]],
+    ctype: str,
+    status: str | None,
+    reason: str | None,
+    sd: StatusDefinition,
+) -> bool:
+    cond = conds.get(ctype)
+    if cond is None:
+        return False
+    if status is not None and cond.get(sd.status_field) != status:
+        return False
+    return not (reason is not None and cond.get(sd.reason_field) != reason)
+
+
+def describe_json(w: Workload) -> dict[str, Any]:
+    """The ``describe -o json`` shape: kind, name, namespace, status, gpus, components."""
+    return {
+        "apiVersion": w.gvk.api_version,
+        "kind": w.gvk.kind,
+        "name": w.name,
+        "namespace": w.namespace,
+        "definition": w.definition,
+        "status": w.status,
+        "gpus": w.gpus,
+        "components": [
+            {
+                "name": c.name,
+                "kind": str(c.kind) if c.kind and c.kind.kind else None,
+                "owner": c.owner,
+                "instances": [
+                    {
+                        "id": i.id,
+                        "replicas": i.replicas,
+                        **({"minReplicas": i.min_replicas} if i.min_replicas is not None else {}),
+                        **({"maxReplicas": i.max_replicas} if i.max_replicas is not None else {}),
+                        "gpusPerPod": i.gpus_per_pod,
+                        "gpus": i.gpus,
+                        "location": jqexpr.pointer(i.location) if i.location is not None else None,
+                    }
+                    for i in c.instances
+                ],
+            }
+            for c in w.components
+        ],
+        "warnings": list(w.warnings),
+    }
