@@ -1,0 +1,829 @@
+"""The kustomize manifests: valid for Kubernetes 1.31, secure, and wired together correctly.
+
+The kustomizations are built with a tiny in-Python subset of kustomize (resources, namespace,
+strategic-merge patches of maps). When ``kubectl`` (with its built-in kustomize) or
+``kustomize`` is installed, the real build is run as well and must produce the same objects, so
+the subset cannot drift from what ``kubectl apply -k`` does.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+MANIFESTS = ROOT / "manifests"
+K8S_VERSION = "1.31"
+NS = "karta-system"
+APP = "karta-webhook"
+
+Obj = dict[str, Any]
+
+CLUSTER_SCOPED = {
+    "Namespace",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+}
+# Kinds whose schemas are not part of Kubernetes (kubernetes_validate cannot check them).
+THIRD_PARTY = {("cert-manager.io/v1", "Issuer"), ("cert-manager.io/v1", "Certificate")}
+
+
+# --------------------------------------------------------------------------------------------
+# a minimal kustomize
+
+
+def _load_docs(path: Path) -> list[Obj]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def _merge(base: Any, patch: Any) -> Any:
+    """Strategic merge of maps (lists are replaced: enough for the patches used here)."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for k, v in patch.items():
+            out[k] = _merge(base[k], v) if k in base else copy.deepcopy(v)
+        return out
+    return copy.deepcopy(patch)
+
+
+def _key(obj: Obj) -> tuple[str, str, str]:
+    return obj["apiVersion"], obj["kind"], obj["metadata"]["name"]
+
+
+def _set_namespace(obj: Obj, namespace: str) -> None:
+    kind = obj["kind"]
+    if kind not in CLUSTER_SCOPED:
+        obj["metadata"]["namespace"] = namespace
+    if kind in {"RoleBinding", "ClusterRoleBinding"}:
+        for subject in obj.get("subjects", []):
+            if subject.get("kind") == "ServiceAccount":
+                subject["namespace"] = namespace
+    if kind in {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}:
+        for hook in obj.get("webhooks", []):
+            service = hook.get("clientConfig", {}).get("service")
+            if service:
+                service["namespace"] = namespace
+
+
+def python_build(directory: Path) -> list[Obj]:
+    """``kustomize build`` for the subset of features the manifests use."""
+    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    unsupported = set(kustomization) - {"apiVersion", "kind", "namespace", "resources", "patches"}
+    assert not unsupported, f"the in-Python build does not implement {sorted(unsupported)}"
+    objects: list[Obj] = []
+    for entry in kustomization.get("resources", []):
+        path = (directory / entry).resolve()
+        objects += python_build(path) if path.is_dir() else _load_docs(path)
+    for patch in kustomization.get("patches", []):
+        assert set(patch) == {"path"}, "only strategic-merge patch files are implemented"
+        for doc in _load_docs(directory / patch["path"]):
+            matches = [i for i, o in enumerate(objects) if _key(o) == _key(doc)]
+            assert len(matches) == 1, f"patch target {_key(doc)} not found exactly once"
+            objects[matches[0]] = _merge(objects[matches[0]], doc)
+    if "namespace" in kustomization:
+        for obj in objects:
+            _set_namespace(obj, kustomization["namespace"])
+    keys = [_key(o) for o in objects]
+    assert len(keys) == len(set(keys)), "duplicate objects"
+    return objects
+
+
+def _tool_build(directory: Path) -> list[Obj] | None:
+    if shutil.which("kubectl"):
+        cmd = ["kubectl", "kustomize", str(directory)]
+    elif shutil.which("kustomize"):
+        cmd = ["kustomize", "build", str(directory)]
+    else:
+        return None
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=60).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+KUSTOMIZATIONS = {
+    "base": MANIFESTS,
+    "cert-manager": MANIFESTS / "cert-manager",
+}
+
+
+@pytest.fixture(scope="module", params=sorted(KUSTOMIZATIONS))
+def build(request: pytest.FixtureRequest) -> list[Obj]:
+    return python_build(KUSTOMIZATIONS[request.param])
+
+
+@pytest.fixture(scope="module")
+def base() -> list[Obj]:
+    return python_build(MANIFESTS)
+
+
+@pytest.fixture(scope="module")
+def overlay() -> list[Obj]:
+    return python_build(MANIFESTS / "cert-manager")
+
+
+def find(objects: list[Obj], kind: str, name: str = APP) -> Obj:
+    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind}/{name}: found {len(found)}"
+    return found[0]
+
+
+@pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
+def test_python_build_matches_kustomize(name: str) -> None:
+    real = _tool_build(KUSTOMIZATIONS[name])
+    if real is None:
+        pytest.skip("neither kubectl nor kustomize installed; relying on the in-Python build")
+    ours = python_build(KUSTOMIZATIONS[name])
+    assert sorted(map(_key, real)) == sorted(map(_key, ours))
+    by_key = {_key(o): o for o in real}
+    for obj in ours:
+        assert obj == by_key[_key(obj)], f"{_key(obj)} differs from kustomize's build"
+
+
+def test_base_contents(base: list[Obj]) -> None:
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in base) == sorted(
+        [
+            ("Namespace", NS),
+            ("CustomResourceDefinition", "kartas.run.ai"),
+            ("ServiceAccount", APP),
+            ("ClusterRole", APP),
+            ("ClusterRoleBinding", APP),
+            ("Role", APP),
+            ("RoleBinding", APP),
+            ("ConfigMap", "karta-webhook-policy"),
+            ("Deployment", APP),
+            ("PodDisruptionBudget", APP),
+            ("Service", APP),
+            ("MutatingWebhookConfiguration", APP),
+            ("ValidatingWebhookConfiguration", APP),
+        ]
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# schemas
+
+
+def test_every_object_is_valid_for_kubernetes_1_31(build: list[Obj]) -> None:
+    for obj in build:
+        if (obj["apiVersion"], obj["kind"]) in THIRD_PARTY:
+            continue
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def test_namespaces(build: list[Obj]) -> None:
+    for obj in build:
+        if obj["kind"] in CLUSTER_SCOPED:
+            assert "namespace" not in obj["metadata"], _key(obj)
+        else:
+            assert obj["metadata"]["namespace"] == NS, _key(obj)
+        assert obj["metadata"]["labels"]["app.kubernetes.io/name"] == APP, _key(obj)
+
+
+def test_cert_manager_objects(overlay: list[Obj]) -> None:
+    selfsigned = find(overlay, "Issuer", "karta-webhook-selfsigned")
+    assert selfsigned["apiVersion"] == "cert-manager.io/v1"
+    assert selfsigned["spec"] == {"selfSigned": {}}
+
+    ca = find(overlay, "Certificate", "karta-webhook-ca")
+    assert ca["apiVersion"] == "cert-manager.io/v1"
+    assert ca["spec"]["isCA"] is True
+    assert ca["spec"]["issuerRef"]["name"] == "karta-webhook-selfsigned"
+    assert ca["spec"]["issuerRef"]["kind"] == "Issuer"
+
+    ca_issuer = find(overlay, "Issuer", "karta-webhook-ca")
+    assert ca_issuer["spec"]["ca"]["secretName"] == ca["spec"]["secretName"]
+
+    serving = find(overlay, "Certificate", "karta-webhook-serving")
+    spec = serving["spec"]
+    assert spec["secretName"] == "karta-webhook-tls"
+    assert spec["issuerRef"] == {
+        "group": "cert-manager.io",
+        "kind": "Issuer",
+        "name": "karta-webhook-ca",
+    }
+    assert spec["dnsNames"] == [
+        "karta-webhook",
+        "karta-webhook.karta-system",
+        "karta-webhook.karta-system.svc",
+        "karta-webhook.karta-system.svc.cluster.local",
+    ]
+    assert "server auth" in spec["usages"]
+    for cert in (ca, serving):
+        assert {"secretName", "issuerRef"} <= set(cert["spec"])
+
+    # The Deployment mounts the Secret cert-manager writes.
+    volumes = find(overlay, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {
+        "name": "tls",
+        "secret": {"secretName": spec["secretName"], "defaultMode": 0o440},
+    } in volumes
+
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        annotations = find(overlay, kind)["metadata"]["annotations"]
+        assert annotations == {"cert-manager.io/inject-ca-from": f"{NS}/karta-webhook-serving"}
+        assert find(overlay, kind)["webhooks"]  # patch merged, not replaced
+
+
+def test_base_has_no_ca_injection(base: list[Obj]) -> None:
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        assert "annotations" not in find(base, kind)["metadata"]
+
+
+# --------------------------------------------------------------------------------------------
+# Deployment, Service, PDB
+
+
+@pytest.fixture(scope="module")
+def deployment(base: list[Obj]) -> Obj:
+    return find(base, "Deployment")
+
+
+def test_deployment_shape(deployment: Obj) -> None:
+    spec = deployment["spec"]
+    assert spec["replicas"] == 2
+    pod = spec["template"]["spec"]
+    assert pod["serviceAccountName"] == APP
+    terms = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert terms[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert (
+        terms[0]["podAffinityTerm"]["labelSelector"]["matchLabels"]
+        == spec["selector"]["matchLabels"]
+    )
+    (container,) = pod["containers"]
+    assert container["image"] == "ghcr.io/karta-webhook/karta-webhook:0.1.0"
+    assert container["args"] == [
+        "serve",
+        "--tls-cert",
+        "/etc/karta-webhook/tls/tls.crt",
+        "--tls-key",
+        "/etc/karta-webhook/tls/tls.key",
+        "--policy",
+        "/etc/karta-webhook/policy/policy.yaml",
+    ]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["PROMETHEUS_MULTIPROC_DIR"]["value"].startswith("/tmp/")
+    assert container["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
+
+
+def test_deployment_security(deployment: Obj) -> None:
+    pod = deployment["spec"]["template"]["spec"]
+    psc = pod["securityContext"]
+    assert psc["runAsNonRoot"] is True
+    assert psc["runAsUser"] == 65532
+    assert psc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
+    for container in pod["containers"]:
+        sc = container["securityContext"]
+        assert sc["readOnlyRootFilesystem"] is True
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"] == {"drop": ["ALL"]}
+        assert sc.get("privileged", False) is False
+        assert sc.get("runAsNonRoot", True) is True
+        res = container["resources"]
+        assert {"cpu", "memory"} <= set(res["requests"])
+        assert "memory" in res["limits"]
+
+
+def test_deployment_probes(deployment: Obj) -> None:
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        get = container[probe]["httpGet"]
+        assert get == {"path": path, "port": "https", "scheme": "HTTPS"}
+
+
+def test_deployment_volumes(deployment: Obj) -> None:
+    pod = deployment["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert volumes[mounts["/etc/karta-webhook/tls"]["name"]]["secret"]["secretName"] == (
+        "karta-webhook-tls"
+    )
+    assert volumes[mounts["/etc/karta-webhook/policy"]["name"]]["configMap"]["name"] == (
+        "karta-webhook-policy"
+    )
+    assert "emptyDir" in volumes[mounts["/tmp"]["name"]]
+    assert mounts["/etc/karta-webhook/tls"]["readOnly"] is True
+    assert mounts["/etc/karta-webhook/policy"]["readOnly"] is True
+
+
+def test_policy_configmap(base: list[Obj]) -> None:
+    policy = yaml.safe_load(find(base, "ConfigMap", "karta-webhook-policy")["data"]["policy.yaml"])
+    assert policy == {
+        "rules": [
+            {
+                "name": "kai",
+                "match": {"namespaces": ["team-*", "research"]},
+                "schedulerName": "kai-scheduler",
+                "labels": {"kai.scheduler/queue": "research"},
+                "annotations": {"example.com/owner": "$(workload.name)"},
+            }
+        ]
+    }
+
+
+def test_service_and_pdb_select_the_pods(base: list[Obj], deployment: Obj) -> None:
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    service = find(base, "Service")
+    assert service["spec"]["ports"] == [
+        {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
+    ]
+    pdb = find(base, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    for selector in (
+        service["spec"]["selector"],
+        pdb["spec"]["selector"]["matchLabels"],
+        deployment["spec"]["selector"]["matchLabels"],
+    ):
+        assert selector.items() <= pod_labels.items()
+
+
+# --------------------------------------------------------------------------------------------
+# RBAC
+
+
+def test_rbac_least_privilege(base: list[Obj]) -> None:
+    cluster_rules = find(base, "ClusterRole")["rules"]
+    role_rules = find(base, "Role")["rules"]
+    for rule in cluster_rules + role_rules:
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[field], rule
+        assert "secrets" not in rule["resources"]
+        assert not {"delete", "deletecollection", "escalate", "bind", "impersonate"} & set(
+            rule["verbs"]
+        )
+
+    def verbs(rules: list[Obj], group: str, resource: str) -> set[str]:
+        return {
+            v for r in rules if group in r["apiGroups"] and resource in r["resources"]
+            for v in r["verbs"]
+        }  # fmt: skip
+
+    assert verbs(cluster_rules, "run.ai", "kartas") == {"get", "list", "watch"}
+    for resource in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+        assert verbs(cluster_rules, "admissionregistration.k8s.io", resource) == {
+            "get",
+            "update",
+            "patch",
+        }
+    webhook_rule = next(
+        r for r in cluster_rules if "admissionregistration.k8s.io" in r["apiGroups"]
+    )
+    assert webhook_rule["resourceNames"] == [APP]
+    assert verbs(role_rules, "coordination.k8s.io", "leases") == {"get", "create", "update"}
+    assert verbs(role_rules, "", "events") == {"create"}
+
+    for kind, role_kind in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
+        binding = find(base, kind)
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": role_kind,
+            "name": APP,
+        }
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": APP, "namespace": NS}]
+
+
+# --------------------------------------------------------------------------------------------
+# webhook configurations
+
+WORKLOAD_RULES = [
+    ("", "v1", ["pods"]),
+    ("apps", "v1", ["daemonsets", "deployments", "replicasets", "statefulsets"]),
+    ("apps.nvidia.com", "v1alpha1", ["nimservices"]),
+    ("batch", "v1", ["cronjobs", "jobs"]),
+    ("grove.io", "v1alpha1", ["podcliquesets"]),
+    ("jobset.x-k8s.io", "v1alpha2", ["jobsets"]),
+    ("kubeflow.org", "v1", ["pytorchjobs"]),
+    ("kubeflow.org", "v2beta1", ["mpijobs"]),
+    ("leaderworkerset.x-k8s.io", "v1", ["leaderworkersets"]),
+    ("milvus.io", "v1beta1", ["milvuses"]),
+    ("nvidia.com", "v1alpha1", ["dynamographdeployments"]),
+    ("ray.io", "v1", ["rayclusters", "rayjobs", "rayservices"]),
+    ("serving.knative.dev", "v1", ["services"]),
+    ("serving.kserve.io", "v1beta1", ["inferenceservices"]),
+]
+
+
+def _common_hook_checks(hook: Obj, path: str) -> None:
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert hook["sideEffects"] == "None"
+    assert hook["timeoutSeconds"] == 5
+    assert hook["matchPolicy"] == "Equivalent"
+    assert hook["clientConfig"]["service"] == {
+        "name": APP,
+        "namespace": NS,
+        "path": path,
+        "port": 443,
+    }
+    assert "caBundle" not in hook["clientConfig"]  # filled in by the server or cainjector
+
+
+def test_mutating_webhook_for_workloads(base: list[Obj]) -> None:
+    config = find(base, "MutatingWebhookConfiguration")
+    hooks = {h["name"]: h for h in config["webhooks"]}
+    assert list(hooks) == ["workloads.karta-webhook.run.ai", "kartas.karta-webhook.run.ai"]
+    hook = hooks["workloads.karta-webhook.run.ai"]
+    _common_hook_checks(hook, "/mutate")
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["reinvocationPolicy"] == "IfNeeded"
+    assert hook["namespaceSelector"] == {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", "karta-system"],
+            }
+        ]
+    }
+    rules = hook["rules"]
+    got = [(r["apiGroups"][0], r["apiVersions"][0], r["resources"]) for r in rules]
+    assert got == WORKLOAD_RULES
+    for rule in rules:
+        assert len(rule["apiGroups"]) == len(rule["apiVersions"]) == 1
+        assert rule["resources"] == sorted(rule["resources"])
+        assert rule["operations"] == ["CREATE"]
+        assert rule["scope"] == "Namespaced"
+    assert [(g, v) for g, v, _ in got] == sorted((g, v) for g, v, _ in got)
+
+
+def test_mutating_webhook_for_kartas(base: list[Obj]) -> None:
+    config = find(base, "MutatingWebhookConfiguration")
+    hook = next(h for h in config["webhooks"] if h["name"] == "kartas.karta-webhook.run.ai")
+    _common_hook_checks(hook, "/mutate")
+    assert hook["failurePolicy"] == "Ignore"
+    assert "namespaceSelector" not in hook
+    assert hook["rules"] == [
+        {
+            "apiGroups": ["run.ai"],
+            "apiVersions": ["v1alpha1"],
+            "resources": ["kartas"],
+            "operations": ["CREATE", "UPDATE"],
+            "scope": "Cluster",
+        }
+    ]
+
+
+def test_validating_webhook_for_kartas(base: list[Obj]) -> None:
+    config = find(base, "ValidatingWebhookConfiguration")
+    (hook,) = config["webhooks"]
+    assert hook["name"] == "kartas.karta-webhook.run.ai"
+    _common_hook_checks(hook, "/validate")
+    assert hook["failurePolicy"] == "Fail"
+    assert hook["rules"] == [
+        {
+            "apiGroups": ["run.ai"],
+            "apiVersions": ["v1alpha1"],
+            "resources": ["kartas"],
+            "operations": ["CREATE", "UPDATE"],
+            "scope": "Cluster",
+        }
+    ]
+
+
+def test_webhooks_spare_their_own_namespace(base: list[Obj], deployment: Obj) -> None:
+    """The webhook's own pods are never sent to it (else it could block its own recovery)."""
+    config = find(base, "MutatingWebhookConfiguration")
+    for hook in config["webhooks"]:
+        if any(r["scope"] == "Namespaced" for r in hook["rules"]):
+            (expr,) = hook["namespaceSelector"]["matchExpressions"]
+            assert deployment["metadata"]["namespace"] in expr["values"]
+
+
+# --------------------------------------------------------------------------------------------
+# the Karta CRD
+
+
+@pytest.fixture(scope="module")
+def crd(base: list[Obj]) -> Obj:
+    return find(base, "CustomResourceDefinition", "kartas.run.ai")
+
+
+@pytest.fixture(scope="module")
+def karta_schema(crd: Obj) -> Obj:
+    (version,) = crd["spec"]["versions"]
+    return version["schema"]["openAPIV3Schema"]
+
+
+def test_crd_names(crd: Obj) -> None:
+    spec = crd["spec"]
+    assert spec["group"] == "run.ai"
+    assert spec["scope"] == "Cluster"
+    assert spec["names"] == {
+        "kind": "Karta",
+        "listKind": "KartaList",
+        "plural": "kartas",
+        "singular": "karta",
+        "shortNames": ["krt"],
+    }
+    (version,) = spec["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert version["subresources"] == {"status": {}}
+    assert version["additionalPrinterColumns"] == [
+        {
+            "name": "Framework",
+            "type": "string",
+            "jsonPath": ".spec.structureDefinition.rootComponent.kind.kind",
+        },
+        {
+            "name": "Root Component",
+            "type": "string",
+            "jsonPath": ".spec.structureDefinition.rootComponent.name",
+        },
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+
+
+def _walk(schema: Obj, path: str = "") -> Iterator[tuple[str, Obj]]:
+    yield path, schema
+    for name, sub in schema.get("properties", {}).items():
+        yield from _walk(sub, f"{path}.{name}")
+    if "items" in schema:
+        yield from _walk(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from _walk(schema["additionalProperties"], f"{path}{{}}")
+
+
+def test_crd_schema_is_structural(karta_schema: Obj) -> None:
+    """The rules of a structural schema the API server enforces, plus our own conventions."""
+    preserved = []
+    for path, node in _walk(karta_schema):
+        assert "type" in node, f"{path}: no type"
+        assert not {"$ref", "anyOf", "oneOf", "allOf", "not"} & set(node), path
+        if node.get("x-kubernetes-preserve-unknown-fields"):
+            preserved.append(path)
+        if node["type"] == "array":
+            assert "items" in node, path
+            list_type = node.get("x-kubernetes-list-type")
+            assert list_type in {"atomic", "set", "map"}, f"{path}: list type {list_type}"
+            if list_type == "map":
+                keys = node["x-kubernetes-list-map-keys"]
+                assert set(keys) <= set(node["items"].get("required", [])), path
+        for req in node.get("required", []):
+            assert req in node.get("properties", {}), f"{path}: required {req} not a property"
+        if "default" in node:
+            jsonschema.validate(node["default"], {"type": node["type"]})
+    assert preserved == [".spec.optimizationInstructions"]
+
+
+def _schema_at(schema: Obj, path: str) -> Obj:
+    node = schema
+    for part in path.split("."):
+        if part.endswith("[]"):
+            node = node["properties"][part[:-2]]["items"]
+        else:
+            node = node["properties"][part]
+    return node
+
+
+def test_crd_schema_fields(karta_schema: Obj) -> None:
+    sd = "spec.structureDefinition"
+    root = _schema_at(karta_schema, f"{sd}.rootComponent")
+    assert _schema_at(karta_schema, f"{sd}.childComponents[]") == root
+    assert set(root["properties"]) == {
+        "name",
+        "kind",
+        "ownerRef",
+        "specDefinition",
+        "scaleDefinition",
+        "statusDefinition",
+        "suspendDefinition",
+        "instanceIdPath",
+        "podSelector",
+    }
+    assert root["required"] == ["name"]
+    gvk = root["properties"]["kind"]
+    assert gvk["required"] == ["group", "version", "kind"]
+
+    def no_desc(node: Obj) -> Obj:
+        return {k: v for k, v in node.items() if k != "description"}
+
+    assert no_desc(_schema_at(karta_schema, f"{sd}.additionalChildKinds[]")) == no_desc(gvk)
+    spec_def = root["properties"]["specDefinition"]["properties"]
+    assert len(spec_def["fragmentedPodSpecDefinition"]["properties"]) == 11
+    assert all(f.endswith("Path") for f in spec_def["fragmentedPodSpecDefinition"]["properties"])
+    status = root["properties"]["statusDefinition"]["properties"]
+    cond = status["conditionsDefinition"]["properties"]
+    defaults = {k: v["default"] for k, v in cond.items() if "default" in v}
+    assert defaults == {
+        "typeFieldName": "type",
+        "statusFieldName": "status",
+        "messageFieldName": "message",
+        "reasonFieldName": "reason",
+    }
+    mappings = status["statusMappings"]["properties"]
+    assert set(mappings) == {
+        "initializing",
+        "running",
+        "completed",
+        "failed",
+        "degraded",
+        "suspended",
+        "suspending",
+        "resuming",
+    }
+    matcher = mappings["running"]["items"]["properties"]
+    assert set(matcher) == {"byPhase", "byConditions", "byExpression"}
+    assert set(matcher["byConditions"]["items"]["properties"]) == {"type", "status", "reason"}
+    assert matcher["byExpression"]["required"] == ["expression", "expectedResult"]
+    suspend = root["properties"]["suspendDefinition"]
+    for actions in ("suspendActions", "resumeActions"):
+        assert suspend["properties"][actions]["minItems"] == 1
+        assert suspend["properties"][actions]["items"]["properties"]["value"]["type"] == "string"
+    selector = root["properties"]["podSelector"]["properties"]
+    assert set(selector) == {
+        "componentTypeSelector",
+        "componentInstanceSelector",
+        "replicaSelector",
+    }
+    gang = _schema_at(karta_schema, "spec.optimizationInstructions.gangScheduling")["properties"]
+    assert set(gang) == {"podGroups", "podGroup"}
+    conditions = _schema_at(karta_schema, "status.conditions")
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+
+
+def _unknown_fields(obj: Any, schema: Obj, path: str = "") -> list[str]:
+    """Fields the API server would prune (silently drop) from ``obj`` under ``schema``."""
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return []
+    out: list[str] = []
+    if isinstance(obj, dict) and "properties" in schema:
+        for key, value in obj.items():
+            if key not in schema["properties"]:
+                out.append(f"{path}.{key}")
+            else:
+                out += _unknown_fields(value, schema["properties"][key], f"{path}.{key}")
+    elif isinstance(obj, list) and "items" in schema:
+        for i, item in enumerate(obj):
+            out += _unknown_fields(item, schema["items"], f"{path}[{i}]")
+    return out
+
+
+def _check_karta(obj: Obj, schema: Obj) -> list[str]:
+    """Problems the API server would find with a Karta: schema errors and pruned fields."""
+    problems = [
+        f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in jsonschema.Draft4Validator(schema).iter_errors(obj)
+    ]
+    metadata_free = {k: v for k, v in obj.items() if k != "metadata"}
+    return problems + [f"{p}: would be pruned" for p in _unknown_fields(metadata_free, schema)]
+
+
+FULL_KARTA: Obj = yaml.safe_load(
+    """
+apiVersion: run.ai/v1alpha1
+kind: Karta
+metadata: {name: everything}
+spec:
+  structureDefinition:
+    rootComponent:
+      name: job
+      kind: {group: example.com, version: v1, kind: Job}
+      specDefinition:
+        fragmentedPodSpecDefinition:
+          schedulerNamePath: .spec.schedulerName
+          labelsPath: .spec.labels
+          annotationsPath: .spec.annotations
+          resourcesPath: .spec.resources
+          resourceClaimsPath: .spec.resourceClaims
+          podAffinityPath: .spec.affinity.podAffinity
+          nodeAffinityPath: .spec.affinity.nodeAffinity
+          containersPath: .spec.containers
+          containerPath: .spec.containers[0]
+          priorityClassNamePath: .spec.priorityClassName
+          imagePath: .spec.image
+      scaleDefinition: {replicasPath: .spec.replicas, minReplicasPath: .spec.min,
+                        maxReplicasPath: .spec.max}
+      statusDefinition:
+        phaseDefinition: {path: .status.phase}
+        conditionsDefinition: {path: .status.conditions, typeFieldName: type,
+                               statusFieldName: status, messageFieldName: message,
+                               reasonFieldName: reason}
+        statusMappings:
+          initializing: [{byPhase: Pending}]
+          running: [{byConditions: [{type: Running, status: "True", reason: Started}]}]
+          completed: [{byExpression: {expression: .status.done, expectedResult: "true"}}]
+          failed: [{byPhase: Failed}]
+          degraded: [{byPhase: Degraded}]
+          suspended: [{byPhase: Suspended}]
+          suspending: [{byPhase: Suspending}]
+          resuming: [{byPhase: Resuming}]
+      suspendDefinition:
+        suspendActions: [{path: .spec.suspend, value: "true"}]
+        resumeActions: [{path: .spec.suspend, value: "false"}]
+      podSelector:
+        componentTypeSelector: {keyPath: '.metadata.labels["role"]', value: job}
+    childComponents:
+    - name: worker
+      kind: {group: "", version: v1, kind: Pod}
+      ownerRef: job
+      specDefinition:
+        podSpecPath: '.spec.workers[].spec'
+        metadataPath: '.spec.workers[].metadata'
+      instanceIdPath: '.spec.workers[].name'
+      podSelector:
+        componentInstanceSelector: {idPath: '.metadata.labels["worker"]'}
+        replicaSelector: {keyPath: '.metadata.labels["index"]'}
+    additionalChildKinds:
+    - {group: "", version: v1, kind: Service}
+  optimizationInstructions:
+    gangScheduling:
+      podGroups:
+      - name: all
+        members:
+        - componentName: worker
+          groupByKeyPaths: ['.metadata.labels["job"]']
+          filters: ['.metadata.labels["x"] == "y"']
+      podGroup:
+        name: all
+        topology: {topologyName: rack, preferredTopologyLevel: rack, requiredTopologyLevel: zone}
+        subGroups:
+        - componentName: worker
+          topology: {topologyName: rack, preferredTopologyLevel: host, requiredTopologyLevel: rack}
+    someFutureInstruction: {kept: true}
+status:
+  observedGeneration: 1
+  conditions:
+  - {type: Ready, status: "True", reason: Ready, message: ok,
+     lastTransitionTime: "2026-01-01T00:00:00Z"}
+"""
+)
+
+
+def test_crd_accepts_every_field(karta_schema: Obj) -> None:
+    assert _check_karta(FULL_KARTA, karta_schema) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "error"),
+    [
+        (
+            "spec.structureDefinition.rootComponent.kind",
+            {"version": "v1", "kind": "Pod"},
+            "'group'",
+        ),
+        (
+            "spec.structureDefinition.rootComponent.suspendDefinition.suspendActions",
+            [],
+            "should be non-empty|is too short",
+        ),
+        (
+            "spec.structureDefinition.rootComponent.suspendDefinition.resumeActions",
+            [{"path": ".spec.suspend", "value": False}],
+            "is not of type 'string'",
+        ),
+        (
+            "spec.structureDefinition.rootComponent.statusDefinition.statusMappings.running",
+            [{"byConditions": [{"status": "True"}]}],
+            "'type' is a required property",
+        ),
+        ("spec.structureDefinition.rootComponent.name", 7, "is not of type 'string'"),
+    ],
+)
+def test_crd_rejects(karta_schema: Obj, path: str, value: Any, error: str) -> None:
+    obj = copy.deepcopy(FULL_KARTA)
+    *parents, last = path.split(".")
+    node = obj
+    for part in parents:
+        node = node[part]
+    node[last] = value
+    problems = _check_karta(obj, karta_schema)
+    assert any(re.search(error, p) for p in problems), problems
+
+
+def test_crd_prunes_unknown_fields(karta_schema: Obj) -> None:
+    obj = copy.deepcopy(FULL_KARTA)
+    obj["spec"]["structureDefinition"]["rootComponent"]["specDefinition"]["podTemplatePath"] = "."
+    assert _check_karta(obj, karta_schema) == [
+        ".spec.structureDefinition.rootComponent.specDefinition.podTemplatePath: would be pruned"
+    ]
+
+
+def _catalog_kartas() -> list[tuple[str, Obj]]:
+    out = []
+    for path in sorted((ROOT / "catalog").glob("*.yaml")):
+        for doc in _load_docs(path):
+            if doc.get("kind") == "Karta":
+                out.append((path.name, doc))
+    return out
+
+
+def test_crd_accepts_the_catalog(karta_schema: Obj) -> None:
+    """Every bundled definition passes the CRD schema, and nothing in it would be pruned."""
+    kartas = _catalog_kartas()
+    if not kartas:
+        pytest.skip("no catalog definitions yet")
+    problems = {name: p for name, doc in kartas if (p := _check_karta(doc, karta_schema))}
+    assert problems == {}
