@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +173,33 @@ def cmd_certs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --------------------------------------------------------------------------- validate
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """validate -f FILE|- [--samples DIR]... [--require-samples] (validation issue)."""
+    _err("validate: not implemented yet")
+    return EXIT_INPUT
+
+
+# --------------------------------------------------------------------------- serve
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """serve [--host H] [--port P] [--tls-cert F --tls-key F] [--catalog DIR]... [--policy F] [--workers N]."""
+    _err("serve: not implemented yet")
+    return EXIT_INPUT
+
+
+# --------------------------------------------------------------------------- manifests
+
+
+def cmd_manifests(args: argparse.Namespace) -> int:
+    """manifests [--namespace NS] [--ca-bundle FILE] (cluster issue)."""
+    _err("manifests: not implemented yet")
+    return EXIT_INPUT
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -226,13 +253,43 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--days", type=int, default=365, metavar="N")
     c.set_defaults(func=cmd_certs)
 
-    for extra in _EXTRA_COMMANDS:
-        extra(sub)
+    v = sub.add_parser(
+        "validate",
+        help="check Karta definitions: structure, jq, safety, and against sample objects",
+    )
+    v.add_argument(
+        "-f", "--file", required=True, metavar="FILE", help="Karta definition(s); - for stdin"
+    )
+    v.add_argument(
+        "--samples",
+        action="append",
+        metavar="DIR",
+        help="sample objects (recursively); default: the bundled catalog's samples",
+    )
+    v.add_argument(
+        "--require-samples",
+        action="store_true",
+        help="a definition with no sample of its kind is invalid",
+    )
+    v.set_defaults(func=cmd_validate)
+
+    s = sub.add_parser("serve", help="run the admission webhooks (gunicorn, TLS)")
+    s.add_argument("--host", default="0.0.0.0")
+    s.add_argument("--port", type=int, default=8443)
+    s.add_argument("--tls-cert", metavar="FILE")
+    s.add_argument("--tls-key", metavar="FILE")
+    catalog(s)
+    s.add_argument("--policy", metavar="FILE")
+    s.add_argument("--workers", type=int, default=2, metavar="N")
+    s.set_defaults(func=cmd_serve)
+
+    mf = sub.add_parser(
+        "manifests", help="print the webhook configurations for the bundled catalog"
+    )
+    mf.add_argument("--namespace", default="karta-system", metavar="NS")
+    mf.add_argument("--ca-bundle", metavar="FILE")
+    mf.set_defaults(func=cmd_manifests)
     return p
-
-
-#: Later subcommands (validate, serve, manifests) register themselves here.
-_EXTRA_COMMANDS: list[Callable[[Any], None]] = []
 
 
 def main(argv: Sequence[str] | None = None) -> int:

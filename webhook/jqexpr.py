@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from webhook import jqsyntax
 
-Mode = Literal["paths", "values"]
+Mode = Literal["paths", "values", "compile"]
 Token = str | int
 Path_ = tuple[Token, ...]
 
@@ -128,7 +128,7 @@ def evaluate(
     remote: list[int] = []
     for i, (expr, mode) in enumerate(batch):
         steps = plain(expr)
-        if steps is None:
+        if steps is None or mode == "compile":
             remote.append(i)
         else:
             out[i] = _native(steps, mode, obj)
@@ -137,6 +137,13 @@ def evaluate(
         for i, res in zip(remote, results, strict=True):
             out[i] = _from_remote(res, batch[i][1], obj)
     return [o if o is not None else Outcome([], "not evaluated") for o in out]
+
+
+def compile_errors(exprs: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT) -> list[str | None]:
+    """Compile each expression with libjq (in the sandbox) without running it; None where it
+    compiles. Plain paths are compiled too, so this is the full syntax check."""
+    outcomes = evaluate([(e, "compile") for e in exprs], None, timeout=timeout)
+    return [o.error for o in outcomes]
 
 
 def locations(expr: str, obj: Any, *, timeout: float = DEFAULT_TIMEOUT) -> Outcome:
@@ -153,9 +160,9 @@ def _from_remote(res: dict[str, Any], mode: Mode, obj: Any) -> Outcome:
     if err is not None:
         absent = isinstance(err, str) and err.startswith(ITERATE_NULL)
         return Outcome([], None if absent else str(err), absent)
-    if mode == "values":
-        return Outcome(list(items))
-    return Outcome([(tuple(p), getpath(obj, p)) for p in items])
+    if mode == "paths":
+        return Outcome([(tuple(p), getpath(obj, p)) for p in items])
+    return Outcome(list(items))
 
 
 # --------------------------------------------------------------------------- the sandbox
@@ -172,7 +179,9 @@ def _program(batch: Sequence[tuple[str, str]]) -> str:
     parts = []
     cap = MAX_RESULTS + 1
     for expr, mode in batch:
-        if mode == "paths":
+        if mode == "compile":  # compiled alone in the child; nothing to run
+            body = "[]"
+        elif mode == "paths":
             body = f"[limit({cap}; try (path(\n{expr}\n) | {{p: .}}) catch {{e: .}})]"
         else:
             body = f"[limit({cap}; try ((\n{expr}\n) | {{v: .}}) catch {{e: .}})]"

@@ -8,10 +8,14 @@ each ``--catalog`` directory in order, then the cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from webhook.definitions import GVK, Karta, catalog_dir, load_files
+from webhook.definitions import GVK, Karta, catalog_dir, load_files, yaml_files
+from webhook.errors import KartaError
+from webhook.policy import EMPTY, Policy, load_policy
 
 
 class Registry:
@@ -43,3 +47,116 @@ def load_registry(extra: Sequence[Path | str] = (), *, bundled: bool = True) -> 
     """The bundled catalog (unless ``bundled`` is false) with each directory of ``extra`` on top."""
     sources: list[Path | str] = [catalog_dir()] if bundled else []
     return Registry(load_files([*sources, *extra]))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one request sees: definitions and policy, swapped together, never half-updated."""
+
+    registry: Registry
+    policy: Policy
+
+
+class State:
+    """The server's current definitions and policy, reloadable from disk and the cluster.
+
+    Sources: the bundled catalog, ``catalog_dirs`` (re-read when files change), the policy file
+    (likewise) and, when a cluster watch runs, the Kartas it reports (:meth:`set_cluster`,
+    which win over files for the same group/version/kind). Every change builds a new
+    :class:`Snapshot` and swaps it in with one assignment; a source that fails to load is
+    logged and its last good version stays in force.
+    """
+
+    def __init__(
+        self,
+        catalog_dirs: Sequence[Path | str] = (),
+        policy_path: Path | str | None = None,
+        *,
+        bundled: bool = True,
+        watch_cluster: bool = False,
+    ) -> None:
+        self.catalog_dirs = [Path(d) for d in catalog_dirs]
+        self.policy_path = Path(policy_path) if policy_path else None
+        self.bundled = bundled
+        self._lock = threading.Lock()
+        self._file_defs: list[Karta] = []
+        self._cluster_defs: list[Karta] = []
+        self._policy: Policy = EMPTY
+        self._stamps: dict[str, tuple[tuple[str, float, int], ...]] = {}
+        self.cluster_synced = not watch_cluster
+        self.listeners: list[Callable[[Snapshot], None]] = []
+        # Fail fast at startup: a bad catalog or policy is an error before serving, not after.
+        self._file_defs = self._load_defs()
+        self._policy = self._load_policy()
+        self._stamps = self._current_stamps()
+        self.snapshot = Snapshot(Registry(self._file_defs), self._policy)
+
+    @property
+    def ready(self) -> bool:
+        return self.cluster_synced
+
+    def _load_defs(self) -> list[Karta]:
+        sources: list[Path | str] = [catalog_dir()] if self.bundled else []
+        return load_files([*sources, *self.catalog_dirs])
+
+    def _load_policy(self) -> Policy:
+        return load_policy(self.policy_path) if self.policy_path else EMPTY
+
+    def _watched_files(self) -> dict[str, list[Path]]:
+        files: dict[str, list[Path]] = {"catalog": []}
+        for d in self.catalog_dirs:
+            files["catalog"].extend(yaml_files(d) if d.is_dir() else [d])
+        if self.policy_path:
+            files["policy"] = [self.policy_path]
+        return files
+
+    def _current_stamps(self) -> dict[str, tuple[tuple[str, float, int], ...]]:
+        out = {}
+        for key, paths in self._watched_files().items():
+            stamps = []
+            for p in paths:
+                try:
+                    st = p.stat()  # follows symlinks: a ConfigMap update swaps ..data
+                    stamps.append((str(p), st.st_mtime, st.st_size))
+                except OSError:
+                    stamps.append((str(p), -1.0, -1))
+            out[key] = tuple(stamps)
+        return out
+
+    def reload_files(self) -> list[str]:
+        """Re-read whatever changed on disk; returns the errors of sources that failed (their
+        last good version stays). Cheap when nothing changed: a few ``stat`` calls."""
+        stamps = self._current_stamps()
+        errors: list[str] = []
+        with self._lock:
+            changed = False
+            if stamps.get("catalog") != self._stamps.get("catalog"):
+                try:
+                    self._file_defs = self._load_defs()
+                    changed = True
+                except KartaError as e:
+                    errors.append(str(e))
+            if stamps.get("policy") != self._stamps.get("policy"):
+                try:
+                    self._policy = self._load_policy()
+                    changed = True
+                except KartaError as e:
+                    errors.append(str(e))
+            self._stamps = stamps
+            if changed:
+                self._publish()
+        return errors
+
+    def set_cluster(self, kartas: Iterable[Karta]) -> None:
+        """Replace the cluster's definitions (all of them: a list, or the state after a watch
+        event) and mark the first list as applied."""
+        with self._lock:
+            self._cluster_defs = list(kartas)
+            self.cluster_synced = True
+            self._publish()
+
+    def _publish(self) -> None:
+        snap = Snapshot(Registry([*self._file_defs, *self._cluster_defs]), self._policy)
+        self.snapshot = snap
+        for listener in list(self.listeners):
+            listener(snap)
