@@ -102,7 +102,9 @@ class _Batch:
         self.outcomes = jqexpr.evaluate(self.requests, obj, timeout=timeout)
 
     def get(self, expr: str | None, mode: jqexpr.Mode) -> Outcome | None:
-        return self.outcomes[self.index[(expr, mode)]] if expr else None
+        """The outcome of a requested expression; None when it was not requested."""
+        i = self.index.get((expr, mode)) if expr else None
+        return self.outcomes[i] if i is not None else None
 
 
 def _write_exprs(c: Component) -> list[str]:
@@ -113,7 +115,14 @@ def _write_exprs(c: Component) -> list[str]:
         return [s.pod_template_spec_path]
     if s.pod_spec_path:
         return [e for e in (s.pod_spec_path, s.metadata_path) if e]
-    return list((s.fragmented or {}).values())
+    return [e for name, e in (s.fragmented or {}).items() if name in WRITE_FRAGMENTS]
+
+
+#: Fragmented fields the mutation writes through; the others are read-only (and may be
+#: computed, like upstream's ``resourcesPath: {requests: .spec.resources}``).
+WRITE_FRAGMENTS = ("labelsPath", "annotationsPath", "schedulerNamePath")
+#: Read-only fragments that tell a pod's GPUs, most precise first.
+GPU_FRAGMENTS = ("containersPath", "containerPath", "resourcesPath")
 
 
 def resolve(
@@ -133,6 +142,9 @@ def resolve(
         for e in _write_exprs(c):
             batch.want(e, "paths")
         batch.want(c.instance_id_path, "values")
+        if full and c.spec and c.spec.fragmented:
+            for name in GPU_FRAGMENTS:
+                batch.want(c.spec.fragmented.get(name), "values")
         if full and c.scale:
             for e in (c.scale.replicas_path, c.scale.min_replicas_path, c.scale.max_replicas_path):
                 batch.want(e, "values")
@@ -282,49 +294,58 @@ def _component(
 def _fragment_rows(
     c: Component, obj: Mapping[str, Any], batch: _Batch, warnings: list[str]
 ) -> list[dict[str, Any]]:
-    """Fragmented definitions: each field has its own locations, aligned by position; an
-    instance is present when any of its fragments has an existing parent object."""
+    """Fragmented definitions: each field has its own locations (write fields) or values
+    (read-only fields), aligned by position. An instance is present when one of its write
+    fragments has an existing parent object (or, with no write fields, a read value is set)."""
     assert c.spec is not None and c.spec.fragmented is not None
     frag = c.spec.fragmented
+    where = f"component {c.name!r}: fragmentedPodSpecDefinition"
     found = {
-        name: _locs(
-            batch, expr, f"component {c.name!r}: fragmentedPodSpecDefinition.{name}", warnings
-        )
-        for name, expr in frag.items()
+        name: _locs(batch, frag.get(name), f"{where}.{name}", warnings) for name in WRITE_FRAGMENTS
     }
-    n = max((len(v) for v in found.values()), default=0)
-    for name, locs in found.items():
-        if locs and len(locs) != n:
-            warnings.append(
-                f"component {c.name!r}: fragmentedPodSpecDefinition.{name} found {len(locs)} location(s), expected {n}; not used"
-            )
-            found[name] = []
+    reads: dict[str, list[Any]] = {}
+    for name in GPU_FRAGMENTS:
+        out = batch.get(frag.get(name), "values") if name in frag else None
+        if out is not None and out.error:
+            warnings.append(f"{where}.{name}: {out.error}")
+        reads[name] = list(out.items) if out is not None and out.ok else []
+    n = max((len(v) for v in (*found.values(), *reads.values())), default=0)
+    for table in (found, reads):
+        for name, items in table.items():
+            if items and len(items) != n:
+                warnings.append(
+                    f"{where}.{name} found {len(items)} result(s), expected {n}; not used"
+                )
+                table[name] = []
+    has_writes = any(found.values())
     rows = []
     for i in range(n):
 
-        def at(name: str, i: int = i) -> tuple[Path_, Any] | None:
-            locs = found.get(name) or []
-            return locs[i] if i < len(locs) else None
-
-        def slot(name: str) -> Slot | None:
-            hit = at(name)
-            if hit is None or not hit[0]:
+        def slot(name: str, i: int = i) -> Slot | None:
+            locs = found[name]
+            if i >= len(locs) or not locs[i][0]:
                 return None
-            parent = jqexpr.getpath(obj, hit[0][:-1])
-            return Slot(hit[0], len(hit[0]) - 1) if _is_obj(parent) else None
+            loc = locs[i][0]
+            return Slot(loc, len(loc) - 1) if _is_obj(jqexpr.getpath(obj, loc[:-1])) else None
 
-        anchors = [h for h in (at(n_) for n_ in frag) if h is not None and h[0]]
-        present = any(_is_obj(jqexpr.getpath(obj, p[:-1])) for p, _ in anchors)
-        first = anchors[0][0] if anchors else None
+        def read(name: str, i: int = i) -> Any:
+            return reads[name][i] if i < len(reads[name]) else None
+
+        slots = {name: slot(name) for name in WRITE_FRAGMENTS}
+        anchors = [found[name][i][0] for name in WRITE_FRAGMENTS if i < len(found[name])]
+        if has_writes:
+            present = any(v is not None for v in slots.values())
+        else:
+            present = any(read(name) is not None for name in GPU_FRAGMENTS)
         rows.append(
             {
-                "loc": first,
+                "loc": anchors[0] if anchors else None,
                 "present": present,
-                "labels": slot("labelsPath"),
-                "annotations": slot("annotationsPath"),
-                "scheduler": slot("schedulerNamePath"),
+                "labels": slots["labelsPath"],
+                "annotations": slots["annotationsPath"],
+                "scheduler": slots["schedulerNamePath"],
                 "gpus": _fragment_gpus(
-                    at("containersPath"), at("containerPath"), at("resourcesPath")
+                    read("containersPath"), read("containerPath"), read("resourcesPath")
                 ),
             }
         )
@@ -456,18 +477,12 @@ def _pod_gpus(spec: Mapping[str, Any]) -> int:
     return max(app + sidecars, init_peak)
 
 
-def _fragment_gpus(
-    containers: tuple[Path_, Any] | None,
-    container: tuple[Path_, Any] | None,
-    resources: tuple[Path_, Any] | None,
-) -> int:
-    if containers is not None and isinstance(containers[1], list):
-        return sum(_container_gpus(c) for c in containers[1])
-    if container is not None and isinstance(container[1], dict):
-        return _container_gpus(container[1])
-    if resources is not None:
-        return _resources_gpus(resources[1])
-    return 0
+def _fragment_gpus(containers: Any, container: Any, resources: Any) -> int:
+    if isinstance(containers, list):
+        return sum(_container_gpus(c) for c in containers)
+    if isinstance(container, dict):
+        return _container_gpus(container)
+    return _resources_gpus(resources)
 
 
 # --------------------------------------------------------------------------- status
