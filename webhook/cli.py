@@ -195,9 +195,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_manifests(args: argparse.Namespace) -> int:
-    """manifests [--namespace NS] [--ca-bundle FILE] (cluster issue)."""
-    _err("manifests: not implemented yet")
-    return EXIT_INPUT
+    """manifests [--namespace NS] [--ca-bundle FILE]: the webhook configurations for the
+    bundled catalog, with the rules the server's keeper would compute."""
+    from webhook.errors import InputError
+    from webhook.manifests import webhook_configurations
+
+    ca = None
+    if args.ca_bundle:
+        try:
+            ca = Path(args.ca_bundle).read_bytes()
+        except OSError as e:
+            raise InputError(f"{args.ca_bundle}: cannot read: {e.strerror or e}") from e
+        if not ca.strip():
+            raise InputError(f"{args.ca_bundle}: empty CA bundle")
+    docs = webhook_configurations(load_registry().kinds(), namespace=args.namespace, ca_bundle=ca)
+    sys.stdout.write(_dump_yaml(docs))
+    return EXIT_OK
 
 
 # --------------------------------------------------------------------------- main

@@ -1,0 +1,209 @@
+"""The webhook configurations, as pure functions of the kinds the registry knows.
+
+``karta-webhook manifests`` prints them for the bundled catalog, and the server's
+:class:`~webhook.kube.WebhookConfigKeeper` computes the same rules from the live registry, so a
+definition added with ``kubectl apply`` starts being mutated without a restart. Everything here is
+dicts in, dicts out: no cluster, no files.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from webhook.definitions import GROUP, GVK, KIND
+
+NAME = "karta-webhook"  # configurations, Service and ServiceAccount share it
+WORKLOAD_WEBHOOK = "workloads.karta-webhook.run.ai"
+KARTA_WEBHOOK = "kartas.karta-webhook.run.ai"
+KARTA_RESOURCE = "kartas"
+KARTA_VERSION = "v1alpha1"
+DEFAULT_NAMESPACE = "karta-system"
+LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": NAME}
+
+# kubebuilder (flect) plurals that the suffix rules below would get wrong.
+_IRREGULAR = {
+    "endpoints": "endpoints",
+    "person": "people",
+    "child": "children",
+    "schema": "schemas",
+    "quiz": "quizzes",
+}
+
+
+def default_plural(gvk: GVK) -> str:
+    """The resource name kubebuilder would give a kind: lower case, English plural.
+
+    Used offline (``manifests``) and when discovery does not know a kind yet (its CRD is not
+    installed): ``Milvus`` → ``milvuses``, ``Policy`` → ``policies``, ``Gateway`` → ``gateways``,
+    ``Service`` → ``services``. A CRD with a custom plural is found by discovery instead.
+    """
+    kind = gvk.kind.lower()
+    if kind in _IRREGULAR:
+        return _IRREGULAR[kind]
+    if kind.endswith(("s", "x", "z", "ch", "sh")):
+        return kind + "es"
+    if kind.endswith("y") and len(kind) > 1 and kind[-2] not in "aeiou":
+        return kind[:-1] + "ies"
+    return kind + "s"
+
+
+def default_scope(gvk: GVK) -> str:
+    """Offline assumption: a workload kind is namespaced (every catalog kind is)."""
+    return "Namespaced"
+
+
+def is_karta(gvk: GVK) -> bool:
+    return gvk.group == GROUP and gvk.kind == KIND
+
+
+def webhook_rules(
+    kinds: Iterable[GVK],
+    plural: Callable[[GVK], str],
+    operations: Iterable[str] = ("CREATE",),
+    scope: Callable[[GVK], str | None] | None = None,
+) -> list[dict[str, Any]]:
+    """admissionregistration/v1 RuleWithOperations for ``kinds``: one rule per group/version,
+    resources sorted, rules sorted by group then version, never subresources.
+
+    Karta itself (``run.ai`` ``Karta``) is left out: it has its own webhook. A rule's ``scope``
+    is what ``scope`` says for all its kinds (``Namespaced`` or ``Cluster``), and ``"*"`` when
+    they differ or any is unknown, so a kind whose scope we cannot tell is never silently
+    missed (a ``Namespaced`` rule would never match a cluster-scoped resource).
+    """
+    by_gv: dict[tuple[str, str], dict[str, str | None]] = {}
+    for gvk in kinds:
+        if is_karta(gvk) or not gvk.kind:
+            continue
+        resource = plural(gvk)
+        if not resource or "/" in resource:
+            continue
+        by_gv.setdefault((gvk.group, gvk.version), {})[resource] = (
+            scope(gvk) if scope is not None else None
+        )
+    rules = []
+    for (group, version), resources in sorted(by_gv.items()):
+        scopes = set(resources.values())
+        rule_scope = scopes.pop() if len(scopes) == 1 else None
+        rules.append(
+            {
+                "apiGroups": [group],
+                "apiVersions": [version],
+                "resources": sorted(resources),
+                "operations": list(operations),
+                "scope": rule_scope if rule_scope in ("Namespaced", "Cluster") else "*",
+            }
+        )
+    return rules
+
+
+def encode_ca_bundle(pem: bytes | None) -> str | None:
+    return base64.b64encode(pem).decode("ascii") if pem else None
+
+
+def _client_config(namespace: str, path: str, ca_bundle: str | None) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "service": {"name": NAME, "namespace": namespace, "path": path, "port": 443}
+    }
+    if ca_bundle:
+        config["caBundle"] = ca_bundle
+    return config
+
+
+def _karta_rules() -> list[dict[str, Any]]:
+    return [
+        {
+            "apiGroups": [GROUP],
+            "apiVersions": [KARTA_VERSION],
+            "resources": [KARTA_RESOURCE],
+            "operations": ["CREATE", "UPDATE"],
+            "scope": "Cluster",
+        }
+    ]
+
+
+def _common(name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "timeoutSeconds": 5,
+    }
+
+
+def mutating_webhook_configuration(
+    rules: list[dict[str, Any]],
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    ca_bundle: str | None = None,
+) -> dict[str, Any]:
+    """The MutatingWebhookConfiguration: workloads (``rules``, failurePolicy Ignore, our own
+    namespace and kube-system excluded) and Kartas (stamps the index labels)."""
+    excluded = list(dict.fromkeys(["kube-system", namespace]))
+    workloads = {
+        **_common(WORKLOAD_WEBHOOK),
+        "failurePolicy": "Ignore",
+        "reinvocationPolicy": "IfNeeded",
+        "matchPolicy": "Equivalent",
+        "clientConfig": _client_config(namespace, "/mutate", ca_bundle),
+        "namespaceSelector": {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": excluded}
+            ]
+        },
+        "rules": rules,
+    }
+    kartas = {
+        **_common(KARTA_WEBHOOK),
+        "failurePolicy": "Ignore",
+        "reinvocationPolicy": "Never",
+        "matchPolicy": "Equivalent",
+        "clientConfig": _client_config(namespace, "/mutate", ca_bundle),
+        "rules": _karta_rules(),
+    }
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": NAME, "labels": dict(LABELS)},
+        "webhooks": [workloads, kartas],
+    }
+
+
+def validating_webhook_configuration(
+    *, namespace: str = DEFAULT_NAMESPACE, ca_bundle: str | None = None
+) -> dict[str, Any]:
+    """The ValidatingWebhookConfiguration: rejects Kartas the server could not use
+    (failurePolicy Fail: a definition nobody checked must not slip in)."""
+    hook = {
+        **_common(KARTA_WEBHOOK),
+        "failurePolicy": "Fail",
+        "matchPolicy": "Equivalent",
+        "clientConfig": _client_config(namespace, "/validate", ca_bundle),
+        "rules": _karta_rules(),
+    }
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": NAME, "labels": dict(LABELS)},
+        "webhooks": [hook],
+    }
+
+
+def catalog_rules(kinds: Iterable[GVK]) -> list[dict[str, Any]]:
+    """The workload rules for ``kinds`` computed offline (no discovery)."""
+    return webhook_rules(kinds, default_plural, scope=default_scope)
+
+
+def webhook_configurations(
+    kinds: Iterable[GVK],
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    ca_bundle: bytes | None = None,
+) -> list[dict[str, Any]]:
+    """Both configurations for ``kinds`` (what ``karta-webhook manifests`` prints)."""
+    ca = encode_ca_bundle(ca_bundle)
+    return [
+        mutating_webhook_configuration(catalog_rules(kinds), namespace=namespace, ca_bundle=ca),
+        validating_webhook_configuration(namespace=namespace, ca_bundle=ca),
+    ]
