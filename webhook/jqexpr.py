@@ -199,6 +199,8 @@ def _child_main() -> None:  # pragma: no cover - runs in the sandbox process
         pass
     import jq  # type: ignore[import-untyped]
 
+    os.environ.clear()  # unsetenv() each: libjq's $ENV / env see nothing (Python may add LC_CTYPE)
+
     compiled: dict[tuple[tuple[str, str], ...], tuple[Any, dict[int, str]]] = {}
     for line in sys.stdin:
         try:

@@ -90,7 +90,13 @@ class _Patch:
             node = child
         node[key] = value
         self.changes += 1
-        self.ops.append({"op": "add", "path": jqexpr.pointer(container[: start + 1]), "value": top})
+        parent = container[:start]
+        if parent in self.created:  # inside a container an earlier op creates: extend that op
+            self.created[parent][str(container[start])] = top
+        else:
+            self.ops.append(
+                {"op": "add", "path": jqexpr.pointer(container[: start + 1]), "value": top}
+            )
         return None
 
 

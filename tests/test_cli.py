@@ -1,0 +1,167 @@
+"""The offline CLI: mutate and describe, output formats and exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook.cli import main
+from webhook.definitions import catalog_dir
+
+JOBSET = catalog_dir() / "samples" / "jobset.x-k8s.io-jobset-v1alpha2" / "leader-workers.yaml"
+POLICY = """
+rules:
+- name: kai
+  schedulerName: kai-scheduler
+  labels: {kai.scheduler/queue: research}
+  annotations: {example.com/owner: "$(workload.name)"}
+"""
+
+
+@pytest.fixture
+def policy_file(tmp_path: Path) -> Path:
+    p = tmp_path / "policy.yaml"
+    p.write_text(POLICY)
+    return p
+
+
+def test_mutate_json_prints_one_object(
+    policy_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["mutate", "-f", str(JOBSET), "--policy", str(policy_file), "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kind"] == "JobSet"
+    for rj in out["spec"]["replicatedJobs"]:
+        tmpl = rj["template"]["spec"]["template"]
+        assert tmpl["spec"]["schedulerName"] == "kai-scheduler"
+        assert tmpl["metadata"]["labels"]["kai.scheduler/queue"] == "research"
+        assert tmpl["metadata"]["annotations"]["example.com/owner"] == "trainer"
+
+
+def test_mutate_patch_and_yaml(policy_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mutate", "-f", str(JOBSET), "--policy", str(policy_file), "-o", "patch"]) == 0
+    ops = json.loads(capsys.readouterr().out)
+    assert len(ops) == 6 and all(op["op"] == "add" for op in ops)
+    assert main(["mutate", "-f", str(JOBSET), "--policy", str(policy_file)]) == 0
+    [doc] = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert doc["metadata"]["name"] == "trainer"
+
+
+def test_mutate_without_policy_changes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mutate", "-f", str(JOBSET), "-o", "patch"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_unreadable_input_or_policy_exits_2_naming_the_file(
+    tmp_path: Path, policy_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["mutate", "-f", str(tmp_path / "missing.yaml")]) == 2
+    assert "missing.yaml" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1,\n")
+    assert main(["mutate", "-f", str(bad)]) == 2
+    assert "bad.yaml: not valid YAML" in capsys.readouterr().err
+    pol = tmp_path / "pol.yaml"
+    pol.write_text("rules:\n- name: x\n  labels: {'bad key': v}\n")
+    assert main(["mutate", "-f", str(JOBSET), "--policy", str(pol)]) == 2
+    err = capsys.readouterr().err
+    assert "pol.yaml" in err and "bad key" in err
+
+
+def test_describe_json_and_text(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["describe", "-f", str(JOBSET), "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"kind", "name", "namespace", "status", "gpus", "components"} <= out.keys()
+    assert out["gpus"] == 12
+    rj = next(c for c in out["components"] if c["name"] == "replicatedjob")
+    assert [(i["id"], i["replicas"], i["gpus"]) for i in rj["instances"]] == [
+        ("leader", 1, 4),
+        ("workers", 2, 8),
+    ]
+    assert main(["describe", "-f", str(JOBSET)]) == 0
+    text = capsys.readouterr().out
+    assert "gpus:       12" in text and "instance workers: replicas 2" in text
+
+
+def test_describe_multi_document_and_unknown_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "two.yaml"
+    f.write_text(
+        JOBSET.read_text() + "\n---\napiVersion: example.com/v1\nkind: Nope\nmetadata: {name: n}\n"
+    )
+    assert main(["describe", "-f", str(f), "-o", "json"]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["count"] == 1
+    assert "no definition for example.com/v1 Nope" in captured.err
+
+
+def test_catalog_flag_adds_definitions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "defs").mkdir()
+    (tmp_path / "defs" / "trainer.yaml").write_text(
+        """
+apiVersion: run.ai/v1alpha1
+kind: Karta
+metadata: {name: trainer}
+spec:
+  structureDefinition:
+    rootComponent:
+      name: trainer
+      kind: {group: example.com, version: v1, kind: Trainer}
+      specDefinition: {podTemplateSpecPath: .spec.template}
+      statusDefinition: {statusMappings: {}}
+"""
+    )
+    obj = tmp_path / "t.yaml"
+    obj.write_text(
+        "apiVersion: example.com/v1\nkind: Trainer\nmetadata: {name: t, namespace: n}\nspec: {template: {spec: {containers: []}}}\n"
+    )
+    pol = tmp_path / "p.yaml"
+    pol.write_text("rules: [{name: s, schedulerName: kai-scheduler}]\n")
+    assert (
+        main(
+            [
+                "mutate",
+                "-f",
+                str(obj),
+                "--catalog",
+                str(tmp_path / "defs"),
+                "--policy",
+                str(pol),
+                "-o",
+                "patch",
+            ]
+        )
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out) == [
+        {"op": "add", "path": "/spec/template/spec/schedulerName", "value": "kai-scheduler"}
+    ]
+
+
+def test_python_dash_m_and_stdin(policy_file: Path) -> None:
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "mutate",
+            "-f",
+            "-",
+            "--policy",
+            str(policy_file),
+            "-o",
+            "json",
+        ],
+        input=JOBSET.read_text(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["kind"] == "JobSet"
