@@ -186,9 +186,69 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """serve [--host H] [--port P] [--tls-cert F --tls-key F] [--catalog DIR]... [--policy F] [--workers N]."""
-    _err("serve: not implemented yet")
-    return EXIT_INPUT
+    """serve [--host H] [--port P] [--tls-cert F --tls-key F] [--catalog DIR]... [--policy F] [--workers N].
+
+    Without TLS flags a development CA and certificate for localhost are made (or reused) in
+    ``--certs-dir``. The definitions and the policy are loaded here, before gunicorn forks its
+    workers, so a bad file is exit 2 with its message rather than a crashing worker.
+    """
+    import os
+    import tempfile
+
+    if bool(args.tls_cert) != bool(args.tls_key):
+        _err("serve: --tls-cert and --tls-key go together")
+        return EXIT_INPUT
+    if args.workers < 1 or args.threads < 1:
+        _err("serve: --workers and --threads must be at least 1")
+        return EXIT_INPUT
+    # Multiprocess metrics: the directory must be known before prometheus_client is imported
+    # (webhook.server imports it), in the master and so in every forked worker.
+    owned = False
+    prom_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if prom_dir:
+        Path(prom_dir).mkdir(parents=True, exist_ok=True)
+        for stale in Path(prom_dir).glob("*.db"):  # left by an earlier run
+            stale.unlink(missing_ok=True)
+    else:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="karta-webhook-metrics-")
+        owned = True
+
+    from webhook import server
+    from webhook.registry import State
+
+    server.configure_logging()
+    if args.tls_cert:
+        cert, key = Path(args.tls_cert), Path(args.tls_key)
+    else:
+        from webhook.certs import ensure_dev_certs
+
+        paths = ensure_dev_certs(Path(args.certs_dir))
+        cert, key = paths.cert, paths.key
+        server.log.info(
+            "no --tls-cert/--tls-key: serving a development certificate for localhost",
+            extra={
+                "fields": {
+                    "ca": str(paths.ca_cert),
+                    "try": f"curl --cacert {paths.ca_cert} https://localhost:{args.port}/healthz",
+                }
+            },
+        )
+    state = State(args.catalog or [], args.policy)
+    try:
+        return server.run(
+            state,
+            host=args.host,
+            port=args.port,
+            certfile=cert,
+            keyfile=key,
+            workers=args.workers,
+            threads=args.threads,
+            validate_timeout=args.validate_timeout,
+            prometheus_dir_owned=owned,
+        )
+    except (OSError, ValueError) as e:  # e.g. certificate files that do not load
+        _err(f"serve: {e}")
+        return EXIT_INPUT
 
 
 # --------------------------------------------------------------------------- manifests
@@ -294,6 +354,20 @@ def build_parser() -> argparse.ArgumentParser:
     catalog(s)
     s.add_argument("--policy", metavar="FILE")
     s.add_argument("--workers", type=int, default=2, metavar="N")
+    s.add_argument("--threads", type=int, default=8, metavar="N", help="request threads per worker")
+    s.add_argument(
+        "--certs-dir",
+        default="certs",
+        metavar="DIR",
+        help="where a development CA and certificate are made when no --tls-cert is given",
+    )
+    s.add_argument(
+        "--validate-timeout",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="bound on each evaluation of a Karta's jq by the validating webhook",
+    )
     s.set_defaults(func=cmd_serve)
 
     mf = sub.add_parser(

@@ -1,0 +1,86 @@
+"""Prometheus metrics of the admission webhooks.
+
+Two ways of running, one set of metrics:
+
+* under gunicorn every worker is its own process, so ``prometheus_client`` runs in
+  multiprocess mode: each process writes its samples to files in ``PROMETHEUS_MULTIPROC_DIR``
+  and ``/metrics`` sums them up. The variable must be set before ``prometheus_client`` is first
+  imported (it picks its value class at import time), which is why ``karta-webhook serve`` sets it
+  before importing this module, and why a dead worker's files are marked (:func:`mark_process_dead`
+  from gunicorn's ``child_exit`` hook) so its gauges stop counting;
+* in one process (tests with Flask's client, no variable set) the default registry is used.
+
+Label values are bounded: ``kind`` is a Kind the registry knows (or ``Karta``), anything else is
+``other``, so a client sending made-up kinds cannot grow the number of series without limit.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+__all__ = [
+    "CONTENT_TYPE_LATEST",
+    "DEFINITIONS",
+    "DURATION",
+    "PATCH_OPS",
+    "REQUESTS",
+    "mark_process_dead",
+    "multiprocess_dir",
+    "render",
+]
+
+ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+REQUESTS = Counter(
+    "karta_webhook_requests",
+    "Admission requests answered, by webhook, object kind, operation and outcome.",
+    ["webhook", "kind", "operation", "outcome"],
+)
+DURATION = Histogram(
+    "karta_webhook_request_duration_seconds",
+    "Time from reading an admission request to its encoded answer.",
+    ["webhook"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
+PATCH_OPS = Counter(
+    "karta_webhook_patch_operations",
+    "JSON Patch operations returned by the mutating webhook, by object kind.",
+    ["kind"],
+)
+# livemax: the largest value among live processes (every worker holds the same definitions,
+# give or take a reload in flight); a dead worker's value is dropped by mark_process_dead.
+DEFINITIONS = Gauge(
+    "karta_webhook_definitions_loaded",
+    "Workload definitions (Kartas) currently loaded.",
+    multiprocess_mode="livemax",
+)
+
+
+def multiprocess_dir() -> str | None:
+    return os.environ.get(ENV) or None
+
+
+def render() -> tuple[bytes, str]:
+    """The text exposition of every metric, summed over worker processes when there are any."""
+    if multiprocess_dir():
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+def mark_process_dead(pid: int) -> None:
+    """Forget the live gauges of a worker that exited (gunicorn ``child_exit``)."""
+    if multiprocess_dir():
+        multiprocess.mark_process_dead(pid)
