@@ -1,0 +1,393 @@
+"""The webhook Flask app through its test client: routes, status codes, metrics, logs, reload.
+
+The real server (gunicorn, TLS, certificate reload, idle connections) is driven in
+``tests/e2e/test_server.py``; here everything runs in one process with the default registry.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import pytest
+import yaml
+from prometheus_client import REGISTRY
+
+from webhook import handlers, server
+from webhook.registry import State
+
+ROOT = Path(__file__).resolve().parent.parent
+JOBSET = ROOT / "catalog/samples/jobset.x-k8s.io-jobset-v1alpha2/leader-workers.yaml"
+JOBSET_KARTA = ROOT / "catalog/jobset.x-k8s.io-jobset-v1alpha2.yaml"
+
+POLICY = """\
+rules:
+- name: kai
+  schedulerName: kai-scheduler
+  labels: {kai.scheduler/queue: research}
+  annotations: {example.com/owner: "$(workload.name)"}
+"""
+
+
+def review(obj: Any, operation: str = "CREATE", *, resource: str = "jobsets") -> dict[str, Any]:
+    """An AdmissionReview as the API server builds it."""
+    api_version = obj.get("apiVersion", "v1") if isinstance(obj, dict) else "v1"
+    group, _, version = api_version.rpartition("/")
+    kind = {"group": group, "version": version, "kind": obj.get("kind", "")}
+    meta = obj.get("metadata", {}) if isinstance(obj, dict) else {}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": kind,
+            "resource": {"group": group, "version": version, "resource": resource},
+            "requestKind": kind,
+            "requestResource": {"group": group, "version": version, "resource": resource},
+            "name": meta.get("name", ""),
+            "namespace": meta.get("namespace", ""),
+            "operation": operation,
+            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+            "object": obj if operation != "DELETE" else None,
+            "oldObject": obj if operation in ("UPDATE", "DELETE") else None,
+            "dryRun": False,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        },
+    }
+
+
+def load(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+def broken_karta() -> dict[str, Any]:
+    """The JobSet Karta with a child owned by a missing component and a misspelt path."""
+    k = load(JOBSET_KARTA)
+    k["metadata"]["name"] = "broken"
+    children = k["spec"]["structureDefinition"]["childComponents"]
+    children[0]["specDefinition"]["podTemplateSpecPath"] = (
+        ".spec.replicatedJob[].template.spec.template"
+    )
+    children.append(
+        {
+            "name": "orphan",
+            "ownerRef": "nope",
+            "kind": {"group": "batch", "version": "v1", "kind": "Job"},
+            "specDefinition": {"podTemplateSpecPath": ".spec.replicatedJobs[].template"},
+        }
+    )
+    return k
+
+
+@pytest.fixture
+def policy_file(tmp_path: Path) -> Path:
+    p = tmp_path / "policy.yaml"
+    p.write_text(POLICY)
+    return p
+
+
+@pytest.fixture
+def state(policy_file: Path) -> State:
+    return State([], policy_file)
+
+
+@pytest.fixture
+def client(state: State):
+    return server.create_app(state).test_client()
+
+
+def post(client, path: str, body: Any, **kw):
+    data = body if isinstance(body, bytes | str) else json.dumps(body)
+    return client.post(path, data=data, content_type=kw.pop("content_type", "application/json"))
+
+
+def answer(resp) -> dict[str, Any]:
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    out = resp.get_json(force=True)
+    assert out["apiVersion"] == "admission.k8s.io/v1" and out["kind"] == "AdmissionReview"
+    return out["response"]
+
+
+def patch_of(r: dict[str, Any]) -> list[dict[str, Any]]:
+    if "patch" not in r:
+        return []
+    assert r["patchType"] == "JSONPatch"
+    return json.loads(base64.b64decode(r["patch"]))
+
+
+def metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+# --------------------------------------------------------------------------------- probes
+
+
+def test_healthz_and_readyz(client) -> None:
+    assert client.get("/healthz").status_code == 200
+    r = client.get("/readyz")
+    assert r.status_code == 200
+    assert r.get_json()["definitions"] >= 20 and r.get_json()["policyRules"] == 1
+
+
+def test_readyz_waits_for_the_cluster(policy_file: Path) -> None:
+    state = State([], policy_file, watch_cluster=True)
+    c = server.create_app(state).test_client()
+    assert c.get("/healthz").status_code == 200
+    assert c.get("/readyz").status_code == 503
+    state.set_cluster([])
+    assert c.get("/readyz").status_code == 200
+
+
+def test_unknown_route_and_method_are_plain_text(client) -> None:
+    r = client.get("/nope")
+    assert r.status_code == 404 and r.mimetype == "text/plain"
+    r = client.get("/mutate")
+    assert r.status_code == 405 and "Traceback" not in r.get_data(as_text=True)
+
+
+# --------------------------------------------------------------------------------- mutate
+
+
+def test_mutate_patches_every_template_and_is_idempotent(client) -> None:
+    obj = load(JOBSET)
+    rv = review(obj)
+    before = metric(
+        "karta_webhook_requests_total",
+        webhook="mutate",
+        kind="JobSet",
+        operation="CREATE",
+        outcome="patched",
+    )
+    r = answer(post(client, "/mutate", rv))
+    assert r["uid"] == rv["request"]["uid"] and r["allowed"] is True
+    patched = jsonpatch.apply_patch(obj, patch_of(r))
+    for rj in patched["spec"]["replicatedJobs"]:
+        tpl = rj["template"]["spec"]["template"]
+        assert tpl["spec"]["schedulerName"] == "kai-scheduler"
+        assert tpl["metadata"]["labels"]["kai.scheduler/queue"] == "research"
+        assert tpl["metadata"]["annotations"]["example.com/owner"] == "trainer"
+    assert r["auditAnnotations"]["mutated-templates"] == "2"
+    assert (
+        metric(
+            "karta_webhook_requests_total",
+            webhook="mutate",
+            kind="JobSet",
+            operation="CREATE",
+            outcome="patched",
+        )
+        == before + 1
+    )
+    # Reinvocation (or an UPDATE of the patched object) changes nothing.
+    again = answer(post(client, "/mutate", review(patched, "UPDATE")))
+    assert again["allowed"] is True and "patch" not in again
+
+
+def test_mutate_dry_run_is_answered_the_same(client) -> None:
+    rv = review(load(JOBSET))
+    rv["request"]["dryRun"] = True
+    assert patch_of(answer(post(client, "/mutate", rv)))
+
+
+def test_mutate_stamps_karta_index_labels(client) -> None:
+    r = answer(post(client, "/mutate", review(load(JOBSET_KARTA), resource="kartas")))
+    patched = jsonpatch.apply_patch(load(JOBSET_KARTA), patch_of(r))
+    assert patched["metadata"]["labels"] == {
+        "run.ai/karta-group": "jobset.x-k8s.io",
+        "run.ai/karta-version": "v1alpha2",
+        "run.ai/karta-kind": "JobSet",
+    }
+
+
+def test_mutate_allows_delete_and_unknown_kinds(client) -> None:
+    obj = load(JOBSET)
+    r = answer(post(client, "/mutate", review(obj, "DELETE")))
+    assert r["allowed"] is True and "patch" not in r
+    other = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    before = metric(
+        "karta_webhook_requests_total",
+        webhook="mutate",
+        kind="other",
+        operation="CREATE",
+        outcome="skipped",
+    )
+    r = answer(post(client, "/mutate", review(other, resource="widgets")))
+    assert r["allowed"] is True and "patch" not in r
+    # made-up kinds share one label value
+    assert (
+        metric(
+            "karta_webhook_requests_total",
+            webhook="mutate",
+            kind="other",
+            operation="CREATE",
+            outcome="skipped",
+        )
+        == before + 1
+    )
+
+
+def test_mutate_failure_allows_with_a_warning(client, monkeypatch) -> None:
+    def boom(*a: Any, **kw: Any) -> Any:
+        raise RuntimeError("kaput")
+
+    monkeypatch.setattr(handlers, "mutate", boom)
+    rv = review(load(JOBSET))
+    r = answer(post(client, "/mutate", rv))
+    assert r["uid"] == rv["request"]["uid"] and r["allowed"] is True
+    assert "kaput" in r["warnings"][0] and "patch" not in r
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"garbage", "not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (json.dumps({"apiVersion": "v1", "kind": "Pod"}).encode(), "AdmissionReview"),
+        (
+            json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).encode(),
+            "no request",
+        ),
+        (b"", "not JSON"),
+    ],
+)
+@pytest.mark.parametrize("path", ["/mutate", "/validate"])
+def test_bad_requests_are_400_with_one_line(client, path: str, body: bytes, reason: str) -> None:
+    r = post(client, path, body)
+    text = r.get_data(as_text=True)
+    assert r.status_code == 400
+    assert reason in text and text.count("\n") <= 1 and "Traceback" not in text
+
+
+def test_content_type_is_not_required(client) -> None:
+    r = post(client, "/mutate", review(load(JOBSET)), content_type="text/plain")
+    assert patch_of(answer(r))
+
+
+def test_body_over_the_cap_is_413(client) -> None:
+    big = b" " * (server.MAX_BODY + 1)
+    r = post(client, "/mutate", big)
+    assert r.status_code == 413 and "larger than" in r.get_data(as_text=True)
+
+
+def test_admission_log_line_is_json_with_fields(client, caplog) -> None:
+    rv = review(load(JOBSET))
+    with caplog.at_level(logging.INFO, logger="karta_webhook.admission"):
+        post(client, "/mutate", rv)
+    recs = [
+        r for r in caplog.records if getattr(r, "fields", {}).get("uid") == rv["request"]["uid"]
+    ]
+    assert len(recs) == 1
+    line = json.loads(server.JsonFormatter().format(recs[0]))
+    for key in ("ts", "uid", "webhook", "kind", "namespace", "name", "operation", "outcome"):
+        assert key in line
+    assert line["ops"] > 0 and line["ms"] >= 0 and line["namespace"] == "research"
+    assert "\n" not in server.JsonFormatter().format(recs[0])
+
+
+# --------------------------------------------------------------------------------- validate
+
+
+def test_validate_allows_a_catalog_karta(client) -> None:
+    r = answer(post(client, "/validate", review(load(JOBSET_KARTA), resource="kartas")))
+    assert r["allowed"] is True, r
+
+
+def test_validate_denies_with_every_field_error(client) -> None:
+    before = metric(
+        "karta_webhook_requests_total",
+        webhook="validate",
+        kind="Karta",
+        operation="CREATE",
+        outcome="denied",
+    )
+    r = answer(post(client, "/validate", review(broken_karta(), resource="kartas")))
+    assert r["allowed"] is False
+    assert r["status"]["code"] == 422 and r["status"]["reason"] == "Invalid"
+    msg = r["status"]["message"]
+    assert msg.startswith('Karta "broken" is invalid: ')
+    assert "spec.structureDefinition.childComponents[1].ownerRef: " in msg
+    assert "spec.structureDefinition.childComponents[0].specDefinition.podTemplateSpecPath: " in msg
+    assert "; " in msg
+    assert (
+        metric(
+            "karta_webhook_requests_total",
+            webhook="validate",
+            kind="Karta",
+            operation="CREATE",
+            outcome="denied",
+        )
+        == before + 1
+    )
+
+
+def test_validate_allows_delete_and_other_kinds(client) -> None:
+    r = answer(post(client, "/validate", review(broken_karta(), "DELETE", resource="kartas")))
+    assert r["allowed"] is True
+    r = answer(post(client, "/validate", review(load(JOBSET))))
+    assert r["allowed"] is True
+
+
+def test_validate_uses_given_samples(state: State, tmp_path: Path) -> None:
+    from webhook.validation import SampleIndex
+
+    app = server.create_app(state, samples=SampleIndex.load([tmp_path]))  # no samples at all
+    k = broken_karta()
+    k["spec"]["structureDefinition"]["childComponents"].pop()  # only the misspelt path left
+    r = answer(post(app.test_client(), "/validate", review(k, resource="kartas")))
+    assert r["allowed"] is True  # a path can only be found misspelt on a sample
+
+
+# --------------------------------------------------------------------------------- metrics, reload
+
+
+def test_metrics_exposition(client) -> None:
+    post(client, "/mutate", review(load(JOBSET)))
+    text = client.get("/metrics").get_data(as_text=True)
+    assert "karta_webhook_requests_total{" in text
+    assert "karta_webhook_request_duration_seconds_bucket{" in text
+    assert 'karta_webhook_patch_operations_total{kind="JobSet"}' in text
+    assert "karta_webhook_definitions_loaded " in text
+
+
+def test_policy_change_is_picked_up_and_a_bad_one_ignored(
+    client, state: State, policy_file: Path, caplog
+) -> None:
+    hooks = client.application.extensions["karta"]
+    obj = load(JOBSET)
+
+    def scheduler() -> set[str]:
+        hooks.reloader._last -= 10  # pretend the throttle interval has passed
+        ops = patch_of(answer(post(client, "/mutate", review(obj))))
+        return {op["value"] for op in ops if op["path"].endswith("/schedulerName")}
+
+    assert scheduler() == {"kai-scheduler"}
+    policy_file.write_text(POLICY.replace("kai-scheduler", "other-scheduler") + "\n")
+    os.utime(policy_file, ns=(1, 1))  # a different mtime even on a coarse clock
+    assert scheduler() == {"other-scheduler"}
+    with caplog.at_level(logging.ERROR, logger="karta_webhook"):
+        policy_file.write_text("rules: [{name: x, bogus: 1}]\n")
+        assert scheduler() == {"other-scheduler"}  # the last good policy stays
+    assert any("reload failed" in r.getMessage() for r in caplog.records)
+
+
+def test_reload_is_throttled(client, policy_file: Path) -> None:
+    hooks = client.application.extensions["karta"]
+    calls = []
+    hooks.state.reload_files = lambda: calls.append(1) or []  # type: ignore[method-assign]
+    hooks.reloader._last -= 10
+    for _ in range(5):
+        client.get("/healthz")
+    assert len(calls) == 1
+
+
+def test_definitions_gauge_follows_the_snapshot(state: State) -> None:
+    server.create_app(state)
+    n = len(state.snapshot.registry)
+    assert metric("karta_webhook_definitions_loaded") == n
+    state.set_cluster([])  # a new snapshot (same definitions) updates the gauge through a listener
+    assert metric("karta_webhook_definitions_loaded") == n
