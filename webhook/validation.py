@@ -65,6 +65,7 @@ STATUS_ROLES = frozenset(
 MAX_CULPRITS = 3
 
 TIMED_OUT = "evaluation timed out"
+UNKNOWN = -1  # a component's instance count when its pod-spec path could not be evaluated
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,7 @@ class _Checker:
         self._seen: set[tuple[str, str]] = set()
         self._slow: set[str] = set()  # expressions known to overrun
         self._culprits = 0
+        self.unrunnable: set[str] = set()
         self.written = {c.name for c in karta.components if c.spec and c.spec.patterns()}
 
     def err(self, path: str, message: str, kind: str | None = None) -> None:
@@ -251,6 +253,15 @@ class _Checker:
             p = comp.field_path
             if comp is not root and comp.status is not None:
                 self.warn(f"{join_path(p, 'statusDefinition')}: only the root's status is used")
+            if comp.status is not None:
+                mp = join_path(join_path(p, "statusDefinition"), "statusMappings")
+                for key, matchers in comp.status.mappings.items():
+                    for i, m in enumerate(matchers):
+                        if m.by_phase is None and not m.by_conditions and m.by_expression is None:
+                            self.warn(
+                                f"{join_path(join_path(mp, key), i)}: a matcher with no clauses "
+                                f"matches every object (always {key})"
+                            )
             if comp.spec is not None:
                 sp = join_path(p, "specDefinition")
                 patterns = comp.spec.patterns()
@@ -401,6 +412,12 @@ class _Checker:
         return mine
 
     def against_samples(self, fields: list[JqField], samples: list[Sample]) -> None:
+        runnable = {f.path for f in fields}
+        self.unrunnable = {
+            f.component
+            for f in jq_fields(self.k)
+            if f.role in _PRIMARY and f.component is not None and f.path not in runnable
+        }
         workload = [f for f in fields if f.subject == "workload"]
         # per write field: samples where it found something / found nothing
         found: dict[str, list[str]] = {f.path: [] for f in workload if f.role in WRITE_ROLES}
@@ -480,16 +497,16 @@ class _Checker:
         suspend_hits: dict[str, int],
     ) -> None:
         # How many locations each component's pod-spec path finds here (None: unknown, the
-        # path failed); instance ids and replica counts must pair up with them.
-        counts: dict[str, int | None] = {}
+        # path failed or was not run: -1); instance ids and replica counts pair up with them.
+        counts: dict[str, int] = dict.fromkeys(self.unrunnable, UNKNOWN)
         for f in fields:
             if f.component is None or f.role not in _PRIMARY:
                 continue
             out = outs[(f.expr, _mode(f.role))]
-            if out.error or counts.get(f.component, 0) is None:
-                counts[f.component] = None
+            if out.error or counts.get(f.component, 0) == UNKNOWN:
+                counts[f.component] = UNKNOWN
             else:
-                counts[f.component] = max(counts.get(f.component) or 0, len(out.items))
+                counts[f.component] = max(counts.get(f.component, 0), len(out.items))
         for f in fields:
             out = outs[(f.expr, _mode(f.role))]
             n = counts.get(f.component, 0) if f.component in self.written else None
@@ -593,7 +610,7 @@ class _Checker:
         if dups:
             self.err(f.path, f"yields duplicate id(s) {', '.join(dups)} on sample {label}", "ids")
             return
-        if n is not None and len(ids) != n:
+        if n is not None and n != UNKNOWN and len(ids) != n:
             self.err(
                 f.path,
                 f"yields {len(ids)} id(s) but the component's pod template path finds "
@@ -612,6 +629,8 @@ class _Checker:
                 )
                 return
         got = len(out.items)
+        if n == UNKNOWN:
+            return
         if n is not None and got not in (0, 1, n):
             self.err(
                 f.path,
