@@ -98,9 +98,24 @@ def getpath(obj: Any, path: Sequence[Token]) -> Any:
     return cur
 
 
+_ESCAPED: dict[str, str] = {}
+
+
 def pointer(path: Sequence[Token]) -> str:
-    """RFC 6901 JSON Pointer of a location (``~`` → ``~0``, ``/`` → ``~1``)."""
-    return jqsyntax.to_pointer(tuple(path))
+    """RFC 6901 JSON Pointer of a location (``~`` → ``~0``, ``/`` → ``~1``). Same result as
+    :func:`jqsyntax.to_pointer`, with escaped keys memoised: they repeat on every request."""
+    parts = []
+    for t in path:
+        if isinstance(t, int):
+            parts.append(str(t))
+            continue
+        esc = _ESCAPED.get(t)
+        if esc is None:
+            esc = t.replace("~", "~0").replace("/", "~1")
+            if len(_ESCAPED) < 50_000:
+                _ESCAPED[t] = esc
+        parts.append(esc)
+    return "/" + "/".join(parts) if parts else ""
 
 
 def _native(steps: tuple[Any, ...], mode: Mode, obj: Any) -> Outcome:

@@ -37,23 +37,30 @@ class _Patch:
         self.obj = obj
         self.ops: list[dict[str, Any]] = []
         self.created: dict[Path_, dict[str, Any]] = {}  # containers created by our ops
+        self.roots: list[tuple[Path_, dict[str, Any]]] = []  # the top one of each op
         self.assigned: dict[tuple[Path_, str], Any] = {}  # keys set on existing containers
         self.changes = 0  # values set so far (a key set inside a created container has no op)
 
-    def get(self, path: Path_) -> Any:
-        for i in range(len(path), -1, -1):
-            made = self.created.get(path[:i])
-            if made is not None:
+    def get(self, path: Path_, base: int = 0, anchor: Any = None) -> Any:
+        """The value at ``path`` as our ops leave it; ``anchor``, when given, is the original
+        object at ``path[:base]`` and saves walking from the root."""
+        for root, made in self.roots:  # containers created by an op: look inside our value
+            n = len(root)
+            if path[:n] == root:
                 cur: Any = made
-                for tok in path[i:]:
+                for tok in path[n:]:
                     cur = cur.get(tok) if isinstance(cur, dict) else None
                 return cur
+        if anchor is not None and base <= len(path):
+            return jqexpr.getpath(anchor, path[base:])
         return jqexpr.getpath(self.obj, path)
 
-    def set(self, container: Path_, base: int, key: str, value: str, overwrite: bool) -> str | None:
+    def set(
+        self, container: Path_, base: int, key: str, value: str, overwrite: bool, anchor: Any = None
+    ) -> str | None:
         """Set ``key`` in the object at ``container`` (creating it and missing parents below the
         first ``base`` tokens). Returns None on success or no-op, else why it was skipped."""
-        cur = self.get(container)
+        cur = self.get(container, base, anchor)
         if isinstance(cur, dict):
             existing = self.assigned.get((container, key), cur.get(key))
             if existing is not None and (existing == value or not overwrite):
@@ -69,12 +76,12 @@ class _Patch:
             return None
         if cur is not None:
             return f"{jqexpr.pointer(container)} is not an object"
-        if not isinstance(self.get(container[:base]), dict):
+        if not isinstance(anchor if anchor is not None else self.get(container[:base]), dict):
             return f"{jqexpr.pointer(container[:base])} is not an object"
         # Find the first missing (or null) container below the base and create from there.
         start = base
         while start < len(container):
-            here = self.get(container[: start + 1])
+            here = self.get(container[: start + 1], base, anchor)
             if here is None:
                 break
             if not isinstance(here, dict):
@@ -94,6 +101,7 @@ class _Patch:
         if parent in self.created:  # inside a container an earlier op creates: extend that op
             self.created[parent][str(container[start])] = top
         else:
+            self.roots.append((container[: start + 1], top))
             self.ops.append(
                 {"op": "add", "path": jqexpr.pointer(container[: start + 1]), "value": top}
             )
@@ -169,7 +177,7 @@ def _apply(
             return
         _set(
             patch,
-            Slot(slot.path[:-1], slot.base),
+            Slot(slot.path[:-1], slot.base, slot.anchor),
             str(slot.path[-1]),
             value,
             rule.overwrite,
@@ -187,6 +195,6 @@ def _set(
     where: str,
     warnings: list[str],
 ) -> None:
-    why = patch.set(slot.path, slot.base, key, value, overwrite)
+    why = patch.set(slot.path, slot.base, key, value, overwrite, slot.anchor)
     if why:
         warnings.append(f"{where}: cannot set {key}: {why}; skipped")

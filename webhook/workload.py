@@ -36,6 +36,8 @@ class Slot:
 
     path: Path_
     base: int
+    #: the object at ``path[:base]`` as resolved, so writers need not walk from the root
+    anchor: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -209,12 +211,12 @@ def _component(
                 {
                     "loc": loc,
                     "present": present,
-                    "labels": Slot((*loc, "metadata", "labels"), len(loc)),
-                    "annotations": Slot((*loc, "metadata", "annotations"), len(loc)),
-                    "scheduler": Slot((*loc, "spec", "schedulerName"), len(loc) + 1)
+                    "labels": Slot((*loc, "metadata", "labels"), len(loc), val),
+                    "annotations": Slot((*loc, "metadata", "annotations"), len(loc), val),
+                    "scheduler": Slot((*loc, "spec", "schedulerName"), len(loc) + 1, spec)
                     if _is_obj(spec)
                     else None,
-                    "gpus": _pod_gpus(spec) if _is_obj(spec) else 0,
+                    "gpus": _pod_gpus(spec) if full and _is_obj(spec) else 0,
                 }
             )
     elif s and s.pod_spec_path:
@@ -248,8 +250,8 @@ def _component(
                     )
                     if meta and meta_ok
                     else None,
-                    "scheduler": Slot((*loc, "schedulerName"), len(loc)),
-                    "gpus": _pod_gpus(val) if _is_obj(val) else 0,
+                    "scheduler": Slot((*loc, "schedulerName"), len(loc), val),
+                    "gpus": _pod_gpus(val) if full and _is_obj(val) else 0,
                 }
             )
     elif s and s.fragmented is not None:
@@ -326,7 +328,8 @@ def _fragment_rows(
             if i >= len(locs) or not locs[i][0]:
                 return None
             loc = locs[i][0]
-            return Slot(loc, len(loc) - 1) if _is_obj(jqexpr.getpath(obj, loc[:-1])) else None
+            parent = jqexpr.getpath(obj, loc[:-1])
+            return Slot(loc, len(loc) - 1, parent) if _is_obj(parent) else None
 
         def read(name: str, i: int = i) -> Any:
             return reads[name][i] if i < len(reads[name]) else None
