@@ -786,6 +786,16 @@ class Cluster:
             self.keeper.stop()
 
 
+_current: Cluster | None = None  # what start() started in this process (one per worker)
+
+
+def conflict(obj: Mapping[str, Any]) -> str | None:
+    """For the validating webhook: the one-Karta-per-kind error for ``obj`` against the Kartas
+    this process's :class:`ClusterSync` has seen, None when fine or when no sync runs."""
+    cluster = _current
+    return conflicting_karta(obj, cluster.objects()) if cluster is not None else None
+
+
 def start(
     state: State,
     kubeconfig: str | None = None,
@@ -817,4 +827,6 @@ def start(
         state.listeners.append(keeper.on_snapshot)
         keeper.start()
     sync.start()
-    return Cluster(sync, keeper)
+    global _current
+    _current = Cluster(sync, keeper)
+    return _current

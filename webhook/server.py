@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, request
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from webhook import admission, definitions, handlers, metrics
 from webhook.definitions import GVK
@@ -53,6 +53,8 @@ __all__ = [
 
 #: A little above the API server's 3 MiB request limit (an object plus its old version).
 MAX_BODY = 7 * 1024 * 1024
+#: Oversized bodies up to this size are read (and dropped) so their 413 reaches the client.
+DRAIN_LIMIT = 4 * MAX_BODY
 #: Reload checks of policy and catalog files per process, at most one per this many seconds.
 RELOAD_INTERVAL = 1.0
 
@@ -275,8 +277,27 @@ def _text(code: int, text: str) -> Response:
 _Handler = Callable[[admission.Request, Snapshot], tuple[admission.Response, dict[str, Any]]]
 
 
+def _drain_oversized() -> None:
+    """Read and drop an announced body over :data:`MAX_BODY` (up to :data:`DRAIN_LIMIT`)
+    before the 413, so a client that writes its whole body before reading gets the answer
+    instead of a reset connection (gunicorn itself drains only 64 KiB)."""
+    length = request.content_length
+    if length is None or length <= MAX_BODY:
+        return
+    if length <= DRAIN_LIMIT:
+        stream = request.environ.get("wsgi.input")
+        left = length
+        while stream is not None and left > 0:
+            chunk = stream.read(min(left, 1 << 16))
+            if not chunk:
+                break
+            left -= len(chunk)
+    raise RequestEntityTooLarge()
+
+
 def _admit(webhook: str, handle: _Handler) -> Response:
     start = time.perf_counter()
+    _drain_oversized()
     body = request.get_data(cache=False)  # 413 past MAX_CONTENT_LENGTH; any content type
     try:
         req = admission.decode(body)
@@ -307,13 +328,15 @@ def _admit(webhook: str, handle: _Handler) -> Response:
     metrics.DURATION.labels(webhook).observe(elapsed)
     if info.get("ops"):
         metrics.PATCH_OPS.labels(info["kind"]).inc(info["ops"])
+    gvk = handlers.object_gvk(req)
     admission_log.info(
         "admission",
         extra={
             "fields": {
                 "uid": req.uid,
                 "webhook": webhook,
-                "kind": str(handlers.object_gvk(req) or ""),
+                "apiVersion": gvk.api_version if gvk else "",
+                "kind": gvk.kind if gvk else "",
                 "namespace": req.namespace,
                 "name": req.name or _meta_name(req.object),
                 "operation": req.operation,
@@ -393,12 +416,16 @@ def _validate(
         req.object, found, source=f'Karta "{name}"', timeout=hooks.validate_timeout
     )
     resp.warnings.extend(f"karta-webhook: {w}" for w in report.warnings)
-    if report.ok and not report.errors:
+    from webhook import kube  # one Karta per root group/version/kind, against the cluster's
+
+    conflict = kube.conflict(req.object)
+    if report.ok and not report.errors and conflict is None:
         info["outcome"] = "allowed"
         return resp, info
     resp.allowed = False
     resp.code, resp.reason = 422, "Invalid"
-    details = "; ".join(str(e) for e in report.errors) or "invalid definition"
+    details = "; ".join([*(str(e) for e in report.errors), *([conflict] if conflict else [])])
+    details = details or "invalid definition"
     resp.message = f'Karta "{name}" is invalid: {details}'
     info["outcome"] = "denied"
     return resp, info
