@@ -1,0 +1,404 @@
+"""``karta-webhook serve`` for real: gunicorn, TLS, two workers, over sockets on 127.0.0.1.
+
+One server for the whole module (it takes a second or two to start). The client verifies the
+certificate against the CA for ``karta-webhook.karta-system.svc``, as the API server does when
+it calls the Service, while connecting to 127.0.0.1. Tests that change files on disk (the
+certificate, the policy) run last.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.client
+import json
+import os
+import re
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import pytest
+import yaml
+
+from webhook.certs import cert_fingerprint, write_certs
+
+ROOT = Path(__file__).resolve().parents[2]
+JOBSET = ROOT / "catalog/samples/jobset.x-k8s.io-jobset-v1alpha2/leader-workers.yaml"
+JOBSET_KARTA = ROOT / "catalog/jobset.x-k8s.io-jobset-v1alpha2.yaml"
+SERVICE, NAMESPACE = "karta-webhook", "karta-system"
+SERVER_NAME = f"{SERVICE}.{NAMESPACE}.svc"
+
+POLICY = """\
+rules:
+- name: kai
+  schedulerName: kai-scheduler
+  labels: {kai.scheduler/queue: research}
+  annotations: {example.com/owner: "$(workload.name)"}
+"""
+
+
+@dataclass
+class Server:
+    port: int
+    ca: Path
+    certs: Path
+    policy: Path
+    log: Path
+    proc: subprocess.Popen[bytes]
+
+    def connect(self, timeout: float = 10.0) -> http.client.HTTPSConnection:
+        return _Conn(self.port, self.ca, timeout)
+
+    def request(
+        self, method: str, path: str, body: bytes | None = None, timeout: float = 10.0
+    ) -> tuple[int, bytes]:
+        conn = self.connect(timeout)
+        try:
+            headers = {"Content-Type": "application/json"} if body is not None else {}
+            conn.request(method, path, body=body, headers=headers)
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        finally:
+            conn.close()
+
+    def admit(self, path: str, rv: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+        status, body = self.request("POST", path, json.dumps(rv).encode(), timeout)
+        assert status == 200, body
+        out = json.loads(body)
+        assert out["kind"] == "AdmissionReview" and out["apiVersion"] == "admission.k8s.io/v1"
+        assert out["response"]["uid"] == rv["request"]["uid"]
+        return out["response"]
+
+
+class _Conn(http.client.HTTPSConnection):
+    """Connects to 127.0.0.1 but sends SNI for, and verifies, the Service's DNS name."""
+
+    def __init__(self, port: int, ca: Path, timeout: float) -> None:
+        ctx = ssl.create_default_context(cafile=str(ca))
+        super().__init__("127.0.0.1", port, timeout=timeout, context=ctx)
+        self._ctx = ctx
+
+    def connect(self) -> None:
+        raw = socket.create_connection((self.host, self.port), self.timeout)
+        self.sock = self._ctx.wrap_socket(raw, server_hostname=SERVER_NAME)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("serve")
+    paths = write_certs(tmp / "certs", SERVICE, NAMESPACE)
+    policy = tmp / "policy.yaml"
+    policy.write_text(POLICY)
+    log = tmp / "server.log"
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    cmd = [
+        sys.executable,
+        "-m",
+        "webhook",
+        "serve",
+        "--host=127.0.0.1",
+        f"--port={port}",
+        f"--tls-cert={paths.cert}",
+        f"--tls-key={paths.key}",
+        f"--policy={policy}",
+        "--workers=2",
+        "--validate-timeout=1",
+    ]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT)
+    server = Server(port, paths.ca_cert, tmp / "certs", policy, log, proc)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"server exited with {proc.returncode}:\n{log.read_text()}")
+            try:
+                if server.request("GET", "/healthz", timeout=2)[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"server did not answer /healthz in 30 s:\n{log.read_text()}")
+            time.sleep(0.1)
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def review(obj: Any, operation: str = "CREATE", *, resource: str = "jobsets") -> dict[str, Any]:
+    """An AdmissionReview as the API server builds it."""
+    group, _, version = obj["apiVersion"].rpartition("/")
+    kind = {"group": group, "version": version, "kind": obj["kind"]}
+    res = {"group": group, "version": version, "resource": resource}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": kind,
+            "resource": res,
+            "requestKind": kind,
+            "requestResource": res,
+            "name": obj["metadata"].get("name", ""),
+            "namespace": obj["metadata"].get("namespace", ""),
+            "operation": operation,
+            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters"]},
+            "object": obj,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        },
+    }
+
+
+def load(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+def patch_of(r: dict[str, Any]) -> list[dict[str, Any]]:
+    if "patch" not in r:
+        return []
+    assert r["patchType"] == "JSONPatch"
+    return json.loads(base64.b64decode(r["patch"]))
+
+
+def schedulers(r: dict[str, Any]) -> set[str]:
+    return {op["value"] for op in patch_of(r) if op["path"].endswith("/schedulerName")}
+
+
+# --------------------------------------------------------------------------------- probes, mutate
+
+
+def test_probes(srv: Server) -> None:
+    assert srv.request("GET", "/healthz") == (200, b"ok\n")
+    status, body = srv.request("GET", "/readyz")
+    assert status == 200 and json.loads(body)["definitions"] >= 20
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # TLS 1.1 on purpose
+def test_tls_below_1_2_is_refused(srv: Server) -> None:
+    ctx = ssl.create_default_context(cafile=str(srv.ca))
+    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_1
+    with socket.create_connection(("127.0.0.1", srv.port), 5) as raw, pytest.raises(ssl.SSLError):
+        ctx.wrap_socket(raw, server_hostname=SERVER_NAME)
+
+
+def test_mutate_labels_every_template_and_reinvocation_is_empty(srv: Server) -> None:
+    obj = load(JOBSET)
+    r = srv.admit("/mutate", review(obj))
+    assert r["allowed"] is True
+    patched = jsonpatch.apply_patch(obj, patch_of(r))
+    templates = [rj["template"]["spec"]["template"] for rj in patched["spec"]["replicatedJobs"]]
+    assert len(templates) == 2
+    for tpl in templates:
+        assert tpl["spec"]["schedulerName"] == "kai-scheduler"
+        assert tpl["metadata"]["labels"]["kai.scheduler/queue"] == "research"
+        assert tpl["metadata"]["annotations"]["example.com/owner"] == "trainer"
+    again = srv.admit("/mutate", review(patched))
+    assert again["allowed"] is True and "patch" not in again
+
+
+def test_big_bodies(srv: Server) -> None:
+    obj = load(JOBSET)
+    obj["metadata"]["annotations"] = {"example.com/blob": "x" * (4 << 20)}  # ~4 MiB: served
+    r = srv.admit("/mutate", review(obj), timeout=30)
+    assert patch_of(r)
+    status, body = srv.request("POST", "/mutate", b" " * (8 << 20), timeout=30)
+    assert status == 413 and b"\n" in body and b"Traceback" not in body
+
+
+def test_garbage_is_400(srv: Server) -> None:
+    status, body = srv.request("POST", "/mutate", b"{not json")
+    assert status == 400 and body.decode().count("\n") == 1
+    status, _ = srv.request("POST", "/validate", json.dumps({"kind": "AdmissionReview"}).encode())
+    assert status == 400
+
+
+# --------------------------------------------------------------------------------- validate
+
+
+def test_validate_allows_a_catalog_karta(srv: Server) -> None:
+    r = srv.admit("/validate", review(load(JOBSET_KARTA), resource="kartas"))
+    assert r["allowed"] is True
+
+
+def test_validate_denies_an_invalid_karta_with_field_paths(srv: Server) -> None:
+    k = load(JOBSET_KARTA)
+    k["metadata"]["name"] = "broken"
+    children = k["spec"]["structureDefinition"]["childComponents"]
+    children[0]["specDefinition"]["podTemplateSpecPath"] = (
+        ".spec.replicatedJob[].template.spec.template"
+    )
+    children.append({"name": "orphan", "ownerRef": "nope"})
+    r = srv.admit("/validate", review(k, resource="kartas"))
+    assert r["allowed"] is False
+    assert r["status"]["code"] == 422 and r["status"]["reason"] == "Invalid"
+    msg = r["status"]["message"]
+    assert msg.startswith('Karta "broken" is invalid: ')
+    assert "spec.structureDefinition.childComponents[1].ownerRef: " in msg
+    assert "spec.structureDefinition.childComponents[0].specDefinition.podTemplateSpecPath: " in msg
+
+
+def test_endless_validation_does_not_block_mutate(srv: Server) -> None:
+    k = load(JOBSET_KARTA)
+    k["metadata"]["name"] = "endless"
+    child = k["spec"]["structureDefinition"]["childComponents"][0]
+    child["scaleDefinition"]["replicasPath"] = "def f: f; f"
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        t = time.monotonic()
+        result["response"] = srv.admit("/validate", review(k, resource="kartas"), timeout=30)
+        result["seconds"] = time.monotonic() - t
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.3)  # the validation is evaluating the endless expression now
+    start = time.monotonic()
+    r = srv.admit("/mutate", review(load(JOBSET)))
+    mutate_seconds = time.monotonic() - start
+    t.join(30)
+    assert patch_of(r)
+    assert "response" in result, "validation did not answer"
+    assert result["response"]["allowed"] is False
+    assert "timed out" in result["response"]["status"]["message"]
+    assert mutate_seconds < result["seconds"]
+
+
+# --------------------------------------------------------------------------------- connections
+
+
+def test_idle_tls_connections_do_not_starve_requests(srv: Server) -> None:
+    ctx = ssl.create_default_context(cafile=str(srv.ca))
+    idle = []
+    try:
+        for _ in range(20):
+            raw = socket.create_connection(("127.0.0.1", srv.port), 5)
+            idle.append(ctx.wrap_socket(raw, server_hostname=SERVER_NAME))  # handshake done
+        start = time.monotonic()
+        r = srv.admit("/mutate", review(load(JOBSET)), timeout=5)
+        assert patch_of(r) and time.monotonic() - start < 5
+        # and the idle connections still work afterwards
+        idle[0].sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        idle[0].settimeout(5)
+        assert idle[0].recv(1024).startswith(b"HTTP/1.1 200")
+    finally:
+        for s in idle:
+            s.close()
+
+
+# --------------------------------------------------------------------------------- metrics, logs
+
+
+def _sample(text: str, name: str, **labels: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        m = re.match(r"^(\w+)(?:\{(.*)\})? (\S+)$", line)
+        if not m or m.group(1) != name:
+            continue
+        have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total += float(m.group(3))
+    return total
+
+
+def test_metrics_count_the_requests(srv: Server) -> None:
+    status, body = srv.request("GET", "/metrics")
+    assert status == 200
+    text = body.decode()
+    req = "karta_webhook_requests_total"
+    assert _sample(text, req, webhook="mutate", kind="JobSet", outcome="patched") >= 3
+    assert _sample(text, req, webhook="mutate", kind="JobSet", outcome="unchanged") >= 1
+    assert _sample(text, req, webhook="mutate", outcome="bad_request") >= 1
+    assert _sample(text, req, webhook="validate", kind="Karta", outcome="denied") >= 2
+    assert _sample(text, req, webhook="validate", kind="Karta", outcome="allowed") >= 1
+    assert _sample(text, "karta_webhook_patch_operations_total", kind="JobSet") > 0
+    assert _sample(text, "karta_webhook_request_duration_seconds_count", webhook="mutate") >= 5
+    assert _sample(text, "karta_webhook_definitions_loaded") >= 20
+
+
+def test_one_json_log_line_per_admission(srv: Server) -> None:
+    rv = review(load(JOBSET))
+    srv.admit("/mutate", rv)
+    uid = rv["request"]["uid"]
+    deadline = time.monotonic() + 5
+    while True:
+        lines = [ln for ln in srv.log.read_text().splitlines() if uid in ln]
+        if lines or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert len(lines) == 1
+    entry = json.loads(lines[0])
+    assert entry["webhook"] == "mutate" and entry["kind"] == "JobSet"
+    assert entry["apiVersion"] == "jobset.x-k8s.io/v1alpha2"
+    assert entry["namespace"] == "research" and entry["name"] == "trainer"
+    assert entry["operation"] == "CREATE" and entry["outcome"] == "patched"
+    assert entry["ops"] > 0 and entry["ms"] >= 0 and entry["ts"]
+
+
+# --------------------------------------------------------------------------------- reload (last)
+
+
+def _peer_fingerprint(srv: Server) -> str:
+    conn = srv.connect()
+    try:
+        conn.connect()
+        der = conn.sock.getpeercert(binary_form=True)
+    finally:
+        conn.close()
+    return hashlib.sha256(der).hexdigest()
+
+
+def test_new_certificate_is_served_to_new_connections(srv: Server) -> None:
+    old = _peer_fingerprint(srv)
+    assert old == cert_fingerprint(srv.certs / "tls.crt")
+    keep = srv.connect()
+    keep.request("GET", "/healthz")
+    assert keep.getresponse().read() == b"ok\n"
+    paths = write_certs(srv.certs, SERVICE, NAMESPACE)  # same CA, new key and certificate
+    new = cert_fingerprint(paths.cert)
+    assert new != old
+    deadline = time.monotonic() + 5
+    while (seen := _peer_fingerprint(srv)) != new and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert seen == new
+    keep.request("GET", "/healthz")  # an open connection keeps working
+    assert keep.getresponse().read() == b"ok\n"
+    keep.close()
+
+
+def test_policy_change_reaches_the_next_mutate(srv: Server) -> None:
+    obj = load(JOBSET)
+    assert schedulers(srv.admit("/mutate", review(obj))) == {"kai-scheduler"}
+    srv.policy.write_text(POLICY.replace("kai-scheduler", "other-scheduler"))
+    deadline = time.monotonic() + 6
+    while True:
+        # two in a row: both workers have reloaded (each checks once a second)
+        got = [schedulers(srv.admit("/mutate", review(obj))) for _ in range(4)]
+        if all(g == {"other-scheduler"} for g in got) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert all(g == {"other-scheduler"} for g in got), got
