@@ -177,9 +177,78 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """validate -f FILE|- [--samples DIR]... [--require-samples] (validation issue)."""
-    _err("validate: not implemented yet")
-    return EXIT_INPUT
+    """validate -f FILE|- [--samples DIR]... [--require-samples]: check every Karta in FILE
+    (structure, jq, safety, and against the sample objects of its root kind)."""
+    from webhook.definitions import API_VERSION, KIND, samples_dir
+    from webhook.errors import InputError
+    from webhook.validation import SampleIndex, check
+
+    dirs = [Path(d) for d in args.samples] if args.samples else [samples_dir()]
+    for d in dirs if args.samples else []:
+        if not d.exists():
+            raise InputError(f"{d}: no such directory (--samples)")
+    docs = read_documents(args.file)
+    if not docs:
+        _err(f"{args.file}: no documents")
+        return EXIT_FINDING
+    index = SampleIndex.load(dirs)
+    for w in index.warnings:
+        _err(f"warning: {w}")
+    code = EXIT_OK
+    for source, doc in docs:
+        if not (
+            isinstance(doc, dict)
+            and doc.get("apiVersion") == API_VERSION
+            and doc.get("kind") == KIND
+        ):
+            what = (
+                f"apiVersion {doc.get('apiVersion')!r}, kind {doc.get('kind')!r}"
+                if isinstance(doc, dict)
+                else f"a {type(doc).__name__}"
+            )
+            print(f"INVALID {source}: not a Karta ({what}; want {API_VERSION}, {KIND})")
+            code = EXIT_FINDING
+            continue
+        report = check(doc, _samples_for(index, doc), source=source)
+        for line in _validate_lines(report, args.require_samples, dirs):
+            print(line)
+        if not report.ok or (args.require_samples and report.samples == 0):
+            code = EXIT_FINDING
+    return code
+
+
+def _samples_for(index: Any, doc: dict[str, Any]) -> list[Any]:
+    """The samples of a definition's root kind (none when the kind cannot be read: ``check``
+    reports that itself)."""
+    root = (((doc.get("spec") or {}).get("structureDefinition") or {}).get("rootComponent")) or {}
+    kind = root.get("kind") if isinstance(root, dict) else None
+    if not isinstance(kind, dict) or not all(
+        isinstance(kind.get(k), str) for k in ("group", "version", "kind")
+    ):
+        return []
+    return index.for_gvk(GVK(kind["group"], kind["version"], kind["kind"]))
+
+
+def _validate_lines(report: Any, require_samples: bool, dirs: Sequence[Path]) -> list[str]:
+    name = report.name or report.source
+    gvk = f" ({report.gvk.api_version} {report.gvk.kind})" if report.gvk else ""
+    errors = [f"  {e}" for e in report.errors]
+    warnings = [
+        w for w in report.warnings if not (report.samples == 0 and w.startswith("no sample"))
+    ]
+    if report.samples == 0 and require_samples:
+        where = ", ".join(str(d) for d in dirs)
+        errors.append(
+            f"  spec.structureDefinition.rootComponent.kind: no sample of "
+            f"{report.gvk or 'this kind'} found under {where} (--require-samples)"
+        )
+    if errors:
+        head = f"INVALID {name}{gvk}"
+    elif report.samples:
+        head = f"OK {name}{gvk}: checked against {report.samples} sample(s)"
+    else:
+        head = f"OK {name}{gvk}: no samples found; checked structure and jq only"
+    return [head, *errors, *(f"  warning: {w}" for w in warnings)]
 
 
 # --------------------------------------------------------------------------- serve
