@@ -686,3 +686,46 @@ def test_start_offline_runs_on_the_catalog(monkeypatch: pytest.MonkeyPatch) -> N
     state = State(watch_cluster=True)
     assert start(state) is None
     assert state.ready and len(state.snapshot.registry) > 0
+
+
+def test_validate_webhook_denies_a_second_karta_per_kind(
+    fake: FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from webhook import kube
+    from webhook.server import create_app
+
+    fake.kartas["trainer"] = karta("trainer")
+    state = State(watch_cluster=True)
+    sync = ClusterSync(state, fake.api())
+    sync.relist()
+    monkeypatch.setattr(kube, "_current", kube.Cluster(sync, None))
+    app = create_app(state).test_client()
+
+    def review(obj: dict) -> dict:
+        body = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "u1",
+                "kind": {"group": "run.ai", "version": "v1alpha1", "kind": "Karta"},
+                "resource": {"group": "run.ai", "version": "v1alpha1", "resource": "kartas"},
+                "operation": "CREATE",
+                "name": obj["metadata"]["name"],
+                "object": obj,
+                "userInfo": {"username": "me"},
+            },
+        }
+        return app.post("/validate", json=body).get_json()["response"]
+
+    denied = review(karta("trainer-2"))
+    assert denied["allowed"] is False
+    assert 'kind "Trainer" already exists ("trainer")' in denied["status"]["message"]
+    assert review(karta("trainer"))["allowed"] is True  # updating itself
+    assert review(karta("v2", kind=GVK("example.com", "v2", "Trainer")))["allowed"] is True
+
+
+def test_serve_flags() -> None:
+    from webhook.cli import build_parser
+
+    args = build_parser().parse_args(["serve", "--kubeconfig", "kc", "--no-kube"])
+    assert args.kubeconfig == "kc" and args.no_kube
