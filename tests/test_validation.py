@@ -827,3 +827,25 @@ def test_catalog_definition_passes_against_its_samples(path: Path) -> None:
         r = check(doc, samples, source=source)
         assert r.ok, "\n".join(str(e) for e in r.errors)
         assert r.samples >= 1, f"no sample of {gvk} under catalog/samples"
+
+
+def test_many_endless_expressions_stay_bounded() -> None:
+    d = base()
+    child(d)["scaleDefinition"] = {
+        "replicasPath": "def f: f; f",
+        "minReplicasPath": "def g: g; g",
+        "maxReplicasPath": "def h: h; h",
+    }
+    root(d)["statusDefinition"]["phaseDefinition"]["path"] = "def k: k; k"
+    r = run(d, [("a.yaml", SAMPLE), ("b.yaml", SAMPLE), ("c.yaml", SAMPLE)], timeout=1)
+    assert len(r.errors) == 4
+    assert sum(e.message.startswith("evaluation timed out") for e in r.errors) == 3
+    assert any("not checked" in w for w in r.warnings)
+
+
+def test_samples_are_not_used_without_a_root_kind() -> None:
+    d = base()
+    del root(d)["kind"]
+    r = run(d)
+    assert r.samples == 0 and r.gvk is None
+    assert any("no full kind" in w for w in r.warnings)

@@ -65,6 +65,7 @@ STATUS_ROLES = frozenset(
 MAX_CULPRITS = 3
 
 TIMED_OUT = "evaluation timed out"
+NOT_EVALUATED = "not evaluated"
 UNKNOWN = -1  # a component's instance count when its pod-spec path could not be evaluated
 
 
@@ -159,7 +160,8 @@ def check(
         c.run(samples)
     except Exception as e:  # a validator bug must not become a 500 or a traceback
         c.errors.append(FieldError("", f"internal error while validating: {type(e).__name__}: {e}"))
-    return Report(source, karta.name, karta.gvk, c.errors, c.warnings, c.checked)
+    gvk = karta.gvk if karta.gvk and karta.gvk.version and karta.gvk.kind else None
+    return Report(source, karta.name, gvk, c.errors, c.warnings, c.checked)
 
 
 class _Checker:
@@ -401,6 +403,10 @@ class _Checker:
     # ----------------------------------------------------------------- 3. samples
 
     def filter_samples(self, samples: Sequence[Sample]) -> list[Sample]:
+        gvk = self.k.gvk
+        if samples and (gvk is None or not gvk.version or not gvk.kind):
+            self.warn("samples not used: the root component has no full kind to match them by")
+            return []
         mine = []
         for label, obj in samples:
             if not isinstance(obj, Mapping):
@@ -475,7 +481,7 @@ class _Checker:
                 if self._culprits >= MAX_CULPRITS:
                     results[i] = Outcome(
                         [],
-                        "not evaluated: the time budget went to other expressions that timed out",
+                        f"{NOT_EVALUATED}: the time budget went to other expressions that timed out",
                     )
                     continue
                 results[i] = jqexpr.evaluate([req], obj, timeout=self.timeout)[0]
@@ -543,6 +549,8 @@ class _Checker:
     def run_error(self, f: JqField, error: str, label: str, n: int | None) -> None:
         if error.startswith(TIMED_OUT):
             self.err(f.path, f"{error} on sample {label} (endless or too costly?)", "run")
+        elif error.startswith(NOT_EVALUATED):
+            self.err(f.path, f"{error} (sample {label})", "run")
         elif f.role == "instanceIdPath" and n == 0:
             # `.spec.m | to_entries[]` fails on an absent map where `.spec.m[]` finds nothing
             self.warn(f"{f.path}: fails on sample {label}, which has no instances: {error}")
