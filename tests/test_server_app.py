@@ -7,6 +7,7 @@ The real server (gunicorn, TLS, certificate reload, idle connections) is driven 
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import logging
 import os
@@ -330,6 +331,21 @@ def test_validate_allows_delete_and_other_kinds(client) -> None:
     assert r["allowed"] is True
     r = answer(post(client, "/validate", review(load(JOBSET))))
     assert r["allowed"] is True
+
+
+def test_validate_does_not_judge_unchanged_or_leaving_kartas(client) -> None:
+    k = broken_karta()
+    same = review(k, "UPDATE", resource="kartas")  # labels changed, spec did not
+    same["request"]["oldObject"] = {**k, "metadata": {"name": "broken", "labels": {"a": "b"}}}
+    assert answer(post(client, "/validate", same))["allowed"] is True
+    leaving = copy.deepcopy(k)
+    leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    rv = review(leaving, "UPDATE", resource="kartas")
+    rv["request"]["oldObject"] = load(JOBSET_KARTA)
+    assert answer(post(client, "/validate", rv))["allowed"] is True
+    changed = review(k, "UPDATE", resource="kartas")
+    changed["request"]["oldObject"] = load(JOBSET_KARTA)  # the spec changed: judged
+    assert answer(post(client, "/validate", changed))["allowed"] is False
 
 
 def test_validate_uses_given_samples(state: State, tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from webhook import admission, definitions, handlers, metrics
+from webhook.certs import CertError
 from webhook.definitions import GVK
 from webhook.registry import Snapshot, State
 
@@ -399,6 +400,8 @@ def _validate(
         or (gvk is not None and gvk.version != "v1alpha1")
     ):
         return resp, info
+    if _unchanged_or_leaving(req):
+        return resp, info
     if not isinstance(req.object, Mapping):
         resp.allowed = False
         resp.code, resp.reason = 400, "BadRequest"
@@ -429,6 +432,22 @@ def _validate(
     resp.message = f'Karta "{name}" is invalid: {details}'
     info["outcome"] = "denied"
     return resp, info
+
+
+def _unchanged_or_leaving(req: admission.Request) -> bool:
+    """UPDATEs that must not be judged by today's rules: a Karta being deleted (removing its
+    finalizers must never be blocked), a subresource, or one whose ``spec`` did not change
+    (labels, annotations, status). Otherwise a definition admitted by an older release or
+    before its samples changed could never be touched again."""
+    if req.operation != "UPDATE" or req.sub_resource:
+        return req.operation == "UPDATE"
+    obj, old = req.object, req.old_object
+    if not isinstance(obj, Mapping) or not isinstance(old, Mapping):
+        return False
+    meta = obj.get("metadata")
+    if isinstance(meta, Mapping) and meta.get("deletionTimestamp"):
+        return True
+    return "spec" in old and obj.get("spec") == old.get("spec")
 
 
 def _root_gvk(obj: Mapping[str, Any]) -> GVK | None:
@@ -599,7 +618,13 @@ def run(
     """
     from gunicorn.app.base import BaseApplication
 
-    cert = CertReloader(certfile, keyfile)  # unusable files fail here, before forking
+    try:  # unusable files fail here, before forking, as an input error (exit 2)
+        cert = CertReloader(certfile, keyfile)
+    except (OSError, ValueError) as e:
+        why = (e.strerror if isinstance(e, OSError) else None) or e
+        raise CertError(
+            f"cannot load TLS certificate {certfile} with key {keyfile}: {why}"
+        ) from None
     app = create_app(state, samples=samples, validate_timeout=validate_timeout)
     hooks: _Webhooks = app.extensions["karta"]
     # The master never serves: drop the gauge it just set, or its stale value would outlive

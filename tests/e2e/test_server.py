@@ -121,6 +121,7 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         f"--policy={policy}",
         "--workers=2",
         "--validate-timeout=1",
+        "--no-kube",
     ]
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -146,6 +147,24 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--policy=bad-policy.yaml"], "invalid policy"),
+        (["--tls-cert=bad.crt", "--tls-key=bad.crt"], "cannot load TLS certificate bad.crt"),
+    ],
+)
+def test_bad_input_fails_startup_with_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    (tmp_path / "bad-policy.yaml").write_text("rules: [{name: x, bogus: 1}]\n")
+    (tmp_path / "bad.crt").write_text("garbage\n")
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    cmd = [sys.executable, "-m", "webhook", "serve", "--no-kube", f"--port={_free_port()}", *args]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
 
 
 def review(obj: Any, operation: str = "CREATE", *, resource: str = "jobsets") -> dict[str, Any]:
