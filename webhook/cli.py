@@ -231,7 +231,7 @@ def _samples_for(index: Any, doc: dict[str, Any]) -> list[Any]:
 
 def _validate_lines(report: Any, require_samples: bool, dirs: Sequence[Path]) -> list[str]:
     name = report.name or report.source
-    gvk = f" ({report.gvk.api_version} {report.gvk.kind})" if report.gvk else ""
+    gvk = f" ({report.gvk})" if report.gvk else ""  # (<group>/<version> <Kind>), as documented
     errors = [f"  {e}" for e in report.errors]
     warnings = [
         w for w in report.warnings if not (report.samples == 0 and w.startswith("no sample"))
@@ -243,7 +243,7 @@ def _validate_lines(report: Any, require_samples: bool, dirs: Sequence[Path]) ->
             f"{report.gvk or 'this kind'} found under {where} (--require-samples)"
         )
     if errors:
-        head = f"INVALID {name}{gvk}"
+        head = f"INVALID {name}"
     elif report.samples:
         head = f"OK {name}{gvk}: checked against {report.samples} sample(s)"
     else:
@@ -279,8 +279,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for stale in Path(prom_dir).glob("*.db"):  # left by an earlier run
             stale.unlink(missing_ok=True)
     else:
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="karta-webhook-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = made = tempfile.mkdtemp(
+            prefix="karta-webhook-metrics-"
+        )
         owned = True
+        # Removed when this (master) process exits, also when startup fails; workers skip it.
+        import atexit
+        import shutil
+
+        master = os.getpid()
+        atexit.register(lambda: os.getpid() == master and shutil.rmtree(made, ignore_errors=True))
 
     from webhook import server
     from webhook.registry import State
