@@ -534,7 +534,7 @@ class CertReloader:
 
 # --------------------------------------------------------------------------------- gunicorn
 
-try:  # gunicorn >= 23.1's gthread defers connections without data back to its poller
+try:  # newer gthread workers (27.x) park connections without data in their poller (_DEFER)
     from gunicorn import http as _ghttp
     from gunicorn import sock as _gsock
     from gunicorn.workers import gthread as _gthread
