@@ -797,18 +797,9 @@ def test_sample_index_loads_recursively_and_skips_unreadable(tmp_path: Path) -> 
 # --------------------------------------------------------------------------- the catalog
 
 
-#: Catalog files whose samples do not yet exercise every component (reported to the catalog
-#: owners; a write path that finds nothing in any sample is indistinguishable from a typo).
-SAMPLE_GAPS = {
-    "milvus.io-milvus-v1beta1": "no sample has the rootCoord/dataCoord/queryCoord/indexCoord,"
-    " streamingNode or cdc components, so their write paths find nothing anywhere",
-}
-CATALOG = [
-    pytest.param(p, id=p.stem, marks=pytest.mark.xfail(reason=SAMPLE_GAPS[p.stem], strict=False))
-    if p.stem in SAMPLE_GAPS
-    else pytest.param(p, id=p.stem)
-    for p in sorted(catalog_dir().glob("*.yaml"))
-]
+#: Every catalog file, strictly: a write path that finds nothing in any sample is
+#: indistinguishable from a typo, so each component needs a sample that has it.
+CATALOG = [pytest.param(p, id=p.stem) for p in sorted(catalog_dir().glob("*.yaml"))]
 _INDEX: list[SampleIndex] = []
 
 
