@@ -275,3 +275,33 @@ def test_native_walk_equals_libjq_on_every_catalog_path(expr: str, objs: list[An
             continue
         got = jqexpr.locations(expr, obj)
         assert [list(p) for p, _ in got.items] == want
+
+
+def _review(obj: dict[str, Any], operation: str) -> Any:
+    from webhook.admission import Request
+
+    return Request(
+        uid="u",
+        operation=operation,
+        kind=GVK.of(obj),
+        resource={},
+        sub_resource="",
+        name=obj["metadata"]["name"],
+        namespace=obj["metadata"].get("namespace", ""),
+        object=obj,
+        old_object=obj if operation == "UPDATE" else None,
+        dry_run=False,
+    )
+
+
+def test_update_is_mutated_only_when_the_policy_asks() -> None:
+    from webhook import handlers
+
+    obj = sample(*JOBSET)
+    create_only = policy(labels={"a": "1"})
+    assert handlers.mutate(_review(obj, "UPDATE"), REGISTRY, create_only).response.patch is None
+    assert handlers.mutate(_review(obj, "CREATE"), REGISTRY, create_only).response.patch
+    both = parse_policy(
+        {"operations": ["CREATE", "UPDATE"], "rules": [{"name": "r", "labels": {"a": "1"}}]}
+    )
+    assert handlers.mutate(_review(obj, "UPDATE"), REGISTRY, both).response.patch

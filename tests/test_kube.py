@@ -13,6 +13,7 @@ import base64
 import copy
 import json
 import logging
+import os
 import queue
 import threading
 import time
@@ -389,7 +390,7 @@ def test_unsafe_karta_is_never_loaded(fake: FakeAPI, caplog: pytest.LogCaptureFi
     assert state.ready
     assert state.snapshot.registry.lookup(TRAINER) is None
     assert state.snapshot.registry.lookup(GVK("example.com", "v1", "Other")) is not None
-    lines = [json.loads(r.getMessage()) for r in caplog.records]
+    lines = [r.fields for r in caplog.records]  # type: ignore[attr-defined]
     skipped = [x for x in lines if x["event"] == "karta.skipped"]
     assert [x["name"] for x in skipped] == ["evil", "evil"]
     assert all("env" in " ".join(x["errors"]) for x in skipped)
@@ -729,3 +730,32 @@ def test_serve_flags() -> None:
 
     args = build_parser().parse_args(["serve", "--kubeconfig", "kc", "--no-kube"])
     assert args.kubeconfig == "kc" and args.no_kube
+
+
+def test_keeper_follows_policy_operations_and_leaves_injected_ca_alone(
+    fake: FakeAPI, tmp_path: Path
+) -> None:
+    install_configs(fake)
+    fake.objects[MWC]["metadata"]["annotations"] = {
+        "cert-manager.io/inject-ca-from": "karta-system/karta-webhook-serving"
+    }
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("rules: [{name: s, schedulerName: kai-scheduler}]\n")
+    state = State(bundled=False, policy_path=policy)
+    state.set_cluster([load_cluster_karta(karta("trainer"))[0]])
+    keeper = WebhookConfigKeeper(state, fake.api(), elector=None, ca_file=ca)
+    state.listeners.append(keeper.on_snapshot)
+    assert keeper.reconcile()
+    mwc = fake.objects[MWC]
+    assert mwc["webhooks"][0]["rules"][0]["operations"] == ["CREATE"]
+    assert all("caBundle" not in h.get("clientConfig", {}) for h in mwc["webhooks"])
+
+    policy.write_text(
+        "operations: [CREATE, UPDATE]\nrules: [{name: s, schedulerName: kai-scheduler}]\n"
+    )
+    os.utime(policy, (time.time() + 5, time.time() + 5))
+    state.reload_files()
+    assert keeper.reconcile()
+    assert fake.objects[MWC]["webhooks"][0]["rules"][0]["operations"] == ["CREATE", "UPDATE"]

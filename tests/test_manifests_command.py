@@ -75,3 +75,18 @@ def test_bad_ca_bundle_is_an_input_error(
     code, docs, err = run(capsys, "--ca-bundle", str(path))
     assert code == 2 and not docs
     assert str(path) in err and "Traceback" not in err
+
+
+def test_manifests_takes_operations_from_a_policy(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import yaml as _yaml
+
+    from webhook.cli import main as _main
+
+    pol = tmp_path / "policy.yaml"
+    pol.write_text(
+        "operations: [CREATE, UPDATE]\nrules: [{name: s, schedulerName: kai-scheduler}]\n"
+    )
+    assert _main(["manifests", "--policy", str(pol)]) == 0
+    mwc = next(_yaml.safe_load_all(capsys.readouterr().out))
+    workloads = next(h for h in mwc["webhooks"] if h["name"] == "workloads.karta-webhook.run.ai")
+    assert all(r["operations"] == ["CREATE", "UPDATE"] for r in workloads["rules"])

@@ -78,3 +78,13 @@ def test_all_errors_are_reported_and_names_must_be_unique() -> None:
 def test_render_substitutes_and_escapes() -> None:
     assert render("$(workload.name)-$(instance)", {"workload.name": "t", "instance": "w"}) == "t-w"
     assert render("$$(workload.name)", {"workload.name": "t"}) == "$(workload.name)"
+
+
+def test_operations_default_to_create_and_may_add_update() -> None:
+    assert parse_policy({"rules": []}).operations == ("CREATE",)
+    p = parse_policy({"operations": ["UPDATE", "CREATE"], "rules": []})
+    assert p.operations == ("CREATE", "UPDATE")
+    assert "'DELETE' is not one of CREATE, UPDATE" in errors_of(
+        {"operations": ["DELETE"], "rules": []}
+    )
+    assert "must list CREATE and/or UPDATE" in errors_of({"operations": [], "rules": []})

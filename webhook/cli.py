@@ -364,7 +364,10 @@ def cmd_manifests(args: argparse.Namespace) -> int:
             raise InputError(f"{args.ca_bundle}: cannot read: {e.strerror or e}") from e
         if not ca.strip():
             raise InputError(f"{args.ca_bundle}: empty CA bundle")
-    docs = webhook_configurations(load_registry().kinds(), namespace=args.namespace, ca_bundle=ca)
+    operations = load_policy(args.policy).operations if args.policy else ("CREATE",)
+    docs = webhook_configurations(
+        load_registry().kinds(), namespace=args.namespace, ca_bundle=ca, operations=operations
+    )
     sys.stdout.write(_dump_yaml(docs))
     return EXIT_OK
 
@@ -481,6 +484,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mf.add_argument("--namespace", default="karta-system", metavar="NS")
     mf.add_argument("--ca-bundle", metavar="FILE")
+    mf.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="take the mutated operations (CREATE, UPDATE) from this policy",
+    )
     mf.set_defaults(func=cmd_manifests)
     return p
 

@@ -67,7 +67,7 @@ def mutate(req: Request, registry: Registry, policy: Policy) -> MutateResult:
         resp.patch = ops or None
         return MutateResult(resp, kind, "patched" if ops else "unchanged", len(ops))
     karta = registry.lookup(gvk)
-    if karta is None:
+    if karta is None or req.operation not in policy.operations:
         return MutateResult(resp, kind, "skipped", 0)
     try:
         workload = resolve(karta, req.object, full=False)

@@ -66,12 +66,14 @@ __all__ = [
 
 log = logging.getLogger("karta_webhook.kube")
 LEASE_NAME = "karta-webhook-leader"
+CA_INJECTOR_ANNOTATION = "cert-manager.io/inject-ca-from"
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
 def _log(event: str, level: int = logging.INFO, **fields: Any) -> None:
-    """One JSON line per event, so cluster logs can be filtered by field."""
-    log.log(level, json.dumps({"event": event, **fields}, default=str, sort_keys=False))
+    """One structured record per event (the server's JSON formatter writes the fields as keys),
+    so cluster logs can be filtered by field."""
+    log.log(level, event, extra={"fields": {"event": event, **fields}})
 
 
 # --------------------------------------------------------------------------- raw API calls
@@ -646,6 +648,7 @@ class WebhookConfigKeeper:
         self.name = name
         self.writes = 0
         self._kinds: list[GVK] = state.snapshot.registry.kinds()
+        self._operations: tuple[str, ...] = state.snapshot.policy.operations
         self._dirty = True
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -654,8 +657,9 @@ class WebhookConfigKeeper:
 
     def on_snapshot(self, snap: Snapshot) -> None:
         kinds = snap.registry.kinds()
-        if kinds != self._kinds:
-            self._kinds = kinds
+        operations = snap.policy.operations
+        if kinds != self._kinds or operations != self._operations:
+            self._kinds, self._operations = kinds, operations
             self._dirty = True
             self._wake.set()
 
@@ -673,7 +677,7 @@ class WebhookConfigKeeper:
 
     def wanted_rules(self) -> list[dict[str, Any]]:
         d = Discovery(self.api)
-        return webhook_rules(self._kinds, d.plural, scope=d.scope)
+        return webhook_rules(self._kinds, d.plural, self._operations, scope=d.scope)
 
     # -- one pass
 
@@ -701,6 +705,9 @@ class WebhookConfigKeeper:
                     return False
                 raise
             changed = []
+            annotations = (current.get("metadata") or {}).get("annotations") or {}
+            if CA_INJECTOR_ANNOTATION in annotations:
+                ca = None  # cert-manager's CA injector owns caBundle here; never fight it
             for hook in current.get("webhooks") or []:
                 is_workloads = rules is not None and hook.get("name") == WORKLOAD_WEBHOOK
                 if is_workloads and hook.get("rules") != rules:

@@ -190,9 +190,11 @@ def validating_webhook_configuration(
     }
 
 
-def catalog_rules(kinds: Iterable[GVK]) -> list[dict[str, Any]]:
+def catalog_rules(
+    kinds: Iterable[GVK], operations: Iterable[str] = ("CREATE",)
+) -> list[dict[str, Any]]:
     """The workload rules for ``kinds`` computed offline (no discovery)."""
-    return webhook_rules(kinds, default_plural, scope=default_scope)
+    return webhook_rules(kinds, default_plural, operations, scope=default_scope)
 
 
 def webhook_configurations(
@@ -200,10 +202,12 @@ def webhook_configurations(
     *,
     namespace: str = DEFAULT_NAMESPACE,
     ca_bundle: bytes | None = None,
+    operations: Iterable[str] = ("CREATE",),
 ) -> list[dict[str, Any]]:
     """Both configurations for ``kinds`` (what ``karta-webhook manifests`` prints)."""
     ca = encode_ca_bundle(ca_bundle)
+    rules = catalog_rules(kinds, operations)
     return [
-        mutating_webhook_configuration(catalog_rules(kinds), namespace=namespace, ca_bundle=ca),
+        mutating_webhook_configuration(rules, namespace=namespace, ca_bundle=ca),
         validating_webhook_configuration(namespace=namespace, ca_bundle=ca),
     ]

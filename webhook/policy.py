@@ -2,6 +2,7 @@
 
 A policy is a YAML document::
 
+    operations: [CREATE]             # optional; add UPDATE to mutate on updates too
     rules:
     - name: kai                      # required, unique
       match:                         # optional; fields ANDed, list entries ORed; absent = all
@@ -138,6 +139,9 @@ class Rule:
 class Policy:
     rules: tuple[Rule, ...] = ()
     source: str = "<none>"
+    #: admission operations whose workloads are mutated; UPDATE also stamps pod templates
+    #: edited after creation (the server keeps the webhook's rules in line with this)
+    operations: tuple[str, ...] = ("CREATE",)
 
     @property
     def empty(self) -> bool:
@@ -221,8 +225,16 @@ def parse_policy(doc: Any, source: str = "<policy>") -> Policy:
     if not isinstance(doc, dict):
         raise PolicyError(source, [FieldError("", "a policy must be a map with a 'rules' list")])
     for key in doc:
-        if key != "rules":
-            errors.append(FieldError(str(key), "unknown field (a policy has 'rules')"))
+        if key not in ("rules", "operations"):
+            errors.append(
+                FieldError(str(key), "unknown field (a policy has 'rules' and 'operations')")
+            )
+    operations = _strings(doc.get("operations", ["CREATE"]), "operations", errors)
+    for op in operations:
+        if op not in OPERATIONS:
+            errors.append(FieldError("operations", f"{op!r} is not one of {', '.join(OPERATIONS)}"))
+    if "operations" in doc and not operations:
+        errors.append(FieldError("operations", "must list CREATE and/or UPDATE"))
     raw_rules = doc.get("rules") or []
     if not isinstance(raw_rules, list):
         raise PolicyError(source, [FieldError("rules", "must be a list")])
@@ -298,7 +310,8 @@ def parse_policy(doc: Any, source: str = "<policy>") -> Policy:
         rules.append(rule)
     if errors:
         raise PolicyError(source, errors)
-    return Policy(tuple(rules), source)
+    ordered = tuple(op for op in OPERATIONS if op in operations)
+    return Policy(tuple(rules), source, ordered)
 
 
 def load_policy(path: Path | str) -> Policy:
