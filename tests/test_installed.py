@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -56,16 +57,20 @@ def test_distribution_ships_catalog_and_samples(tmp_path: Path) -> None:
 @pytest.mark.skipif(EXE is None, reason="the karta-webhook command is not on PATH")
 def test_describe_and_mutate_every_sample_with_the_installed_command(tmp_path: Path) -> None:
     _installed_catalog(tmp_path)
-    run = subprocess.run(
-        [str(EXE), "describe", "-f", "-", "-o", "json"],
-        input=_all_samples(),
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
-    assert run.returncode == 0, run.stderr
-    views = json.loads(run.stdout)
+
+    def command(*args: str) -> Any:
+        run = subprocess.run(
+            [str(EXE), *args, "-f", "-", "-o", "json"],
+            input=_all_samples(),
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=120,
+        )
+        assert run.returncode == 0, run.stderr
+        return json.loads(run.stdout)
+
+    views = command("describe")
     assert views["count"] == len(SAMPLES)
     expected = {
         p: yaml.safe_load((EXPECTED / f"{p.parent.name}.yaml").read_text())[p.name] for p in SAMPLES
@@ -74,16 +79,7 @@ def test_describe_and_mutate_every_sample_with_the_installed_command(tmp_path: P
 
     policy = tmp_path / "policy.yaml"
     policy.write_text("rules: [{name: kai, schedulerName: kai-scheduler, labels: {team: ml}}]\n")
-    run = subprocess.run(
-        [str(EXE), "mutate", "-f", "-", "--policy", str(policy), "-o", "json"],
-        input=_all_samples(),
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
-    assert run.returncode == 0, run.stderr
-    items = json.loads(run.stdout)["items"]
+    items = command("mutate", "--policy", str(policy))["items"]
     assert len(items) == len(SAMPLES)
     scheduled = ["kai-scheduler" in json.dumps(i) for i in items]
     assert scheduled == [bool(expected[p]["schedulerName"]) for p in SAMPLES]
