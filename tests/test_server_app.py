@@ -6,84 +6,20 @@ The real server (gunicorn, TLS, certificate reload, idle connections) is driven 
 
 from __future__ import annotations
 
-import base64
 import copy
 import json
 import logging
 import os
-import uuid
 from pathlib import Path
 from typing import Any
 
 import jsonpatch
 import pytest
-import yaml
+from helpers import JOBSET, JOBSET_KARTA, POLICY, broken_karta, load, patch_of, review
 from prometheus_client import REGISTRY
 
 from webhook import handlers, server
 from webhook.registry import State
-
-ROOT = Path(__file__).resolve().parent.parent
-JOBSET = ROOT / "catalog/samples/jobset.x-k8s.io-jobset-v1alpha2/leader-workers.yaml"
-JOBSET_KARTA = ROOT / "catalog/jobset.x-k8s.io-jobset-v1alpha2.yaml"
-
-POLICY = """\
-rules:
-- name: kai
-  schedulerName: kai-scheduler
-  labels: {kai.scheduler/queue: research}
-  annotations: {example.com/owner: "$(workload.name)"}
-"""
-
-
-def review(obj: Any, operation: str = "CREATE", *, resource: str = "jobsets") -> dict[str, Any]:
-    """An AdmissionReview as the API server builds it."""
-    api_version = obj.get("apiVersion", "v1") if isinstance(obj, dict) else "v1"
-    group, _, version = api_version.rpartition("/")
-    kind = {"group": group, "version": version, "kind": obj.get("kind", "")}
-    meta = obj.get("metadata", {}) if isinstance(obj, dict) else {}
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()),
-            "kind": kind,
-            "resource": {"group": group, "version": version, "resource": resource},
-            "requestKind": kind,
-            "requestResource": {"group": group, "version": version, "resource": resource},
-            "name": meta.get("name", ""),
-            "namespace": meta.get("namespace", ""),
-            "operation": operation,
-            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
-            "object": obj if operation != "DELETE" else None,
-            "oldObject": obj if operation in ("UPDATE", "DELETE") else None,
-            "dryRun": False,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-        },
-    }
-
-
-def load(path: Path) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text())
-
-
-def broken_karta() -> dict[str, Any]:
-    """The JobSet Karta with a child owned by a missing component and a misspelt path."""
-    k = load(JOBSET_KARTA)
-    k["metadata"]["name"] = "broken"
-    children = k["spec"]["structureDefinition"]["childComponents"]
-    children[0]["specDefinition"]["podTemplateSpecPath"] = (
-        ".spec.replicatedJob[].template.spec.template"
-    )
-    children.append(
-        {
-            "name": "orphan",
-            "ownerRef": "nope",
-            "kind": {"group": "batch", "version": "v1", "kind": "Job"},
-            "specDefinition": {"podTemplateSpecPath": ".spec.replicatedJobs[].template"},
-        }
-    )
-    return k
 
 
 @pytest.fixture
@@ -113,13 +49,6 @@ def answer(resp) -> dict[str, Any]:
     out = resp.get_json(force=True)
     assert out["apiVersion"] == "admission.k8s.io/v1" and out["kind"] == "AdmissionReview"
     return out["response"]
-
-
-def patch_of(r: dict[str, Any]) -> list[dict[str, Any]]:
-    if "patch" not in r:
-        return []
-    assert r["patchType"] == "JSONPatch"
-    return json.loads(base64.b64decode(r["patch"]))
 
 
 def metric(name: str, **labels: str) -> float:

@@ -8,7 +8,6 @@ certificate, the policy) run last.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import http.client
 import json
@@ -20,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,23 +26,12 @@ from typing import Any
 
 import jsonpatch
 import pytest
-import yaml
+from helpers import JOBSET, JOBSET_KARTA, POLICY, ROOT, broken_karta, load, patch_of, review
 
 from webhook.certs import cert_fingerprint, write_certs
 
-ROOT = Path(__file__).resolve().parents[2]
-JOBSET = ROOT / "catalog/samples/jobset.x-k8s.io-jobset-v1alpha2/leader-workers.yaml"
-JOBSET_KARTA = ROOT / "catalog/jobset.x-k8s.io-jobset-v1alpha2.yaml"
 SERVICE, NAMESPACE = "karta-webhook", "karta-system"
 SERVER_NAME = f"{SERVICE}.{NAMESPACE}.svc"
-
-POLICY = """\
-rules:
-- name: kai
-  schedulerName: kai-scheduler
-  labels: {kai.scheduler/queue: research}
-  annotations: {example.com/owner: "$(workload.name)"}
-"""
 
 
 @dataclass
@@ -93,6 +80,14 @@ class _Conn(http.client.HTTPSConnection):
         self.sock = self._ctx.wrap_socket(raw, server_hostname=SERVER_NAME)
 
 
+def _serve_env() -> dict[str, str]:
+    """The environment for ``python -m webhook serve`` run from a temporary directory: the
+    checkout importable, and no inherited metrics directory (serve makes and removes its own)."""
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -107,8 +102,7 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     policy.write_text(POLICY)
     log = tmp / "server.log"
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env = _serve_env()
     cmd = [
         sys.executable,
         "-m",
@@ -159,49 +153,11 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 def test_bad_input_fails_startup_with_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
     (tmp_path / "bad-policy.yaml").write_text("rules: [{name: x, bogus: 1}]\n")
     (tmp_path / "bad.crt").write_text("garbage\n")
-    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env = _serve_env()
     cmd = [sys.executable, "-m", "webhook", "serve", "--no-kube", f"--port={_free_port()}", *args]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
-
-
-def review(obj: Any, operation: str = "CREATE", *, resource: str = "jobsets") -> dict[str, Any]:
-    """An AdmissionReview as the API server builds it."""
-    group, _, version = obj["apiVersion"].rpartition("/")
-    kind = {"group": group, "version": version, "kind": obj["kind"]}
-    res = {"group": group, "version": version, "resource": resource}
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()),
-            "kind": kind,
-            "resource": res,
-            "requestKind": kind,
-            "requestResource": res,
-            "name": obj["metadata"].get("name", ""),
-            "namespace": obj["metadata"].get("namespace", ""),
-            "operation": operation,
-            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters"]},
-            "object": obj,
-            "oldObject": None,
-            "dryRun": False,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-        },
-    }
-
-
-def load(path: Path) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text())
-
-
-def patch_of(r: dict[str, Any]) -> list[dict[str, Any]]:
-    if "patch" not in r:
-        return []
-    assert r["patchType"] == "JSONPatch"
-    return json.loads(base64.b64decode(r["patch"]))
 
 
 def schedulers(r: dict[str, Any]) -> set[str]:
@@ -265,14 +221,7 @@ def test_validate_allows_a_catalog_karta(srv: Server) -> None:
 
 
 def test_validate_denies_an_invalid_karta_with_field_paths(srv: Server) -> None:
-    k = load(JOBSET_KARTA)
-    k["metadata"]["name"] = "broken"
-    children = k["spec"]["structureDefinition"]["childComponents"]
-    children[0]["specDefinition"]["podTemplateSpecPath"] = (
-        ".spec.replicatedJob[].template.spec.template"
-    )
-    children.append({"name": "orphan", "ownerRef": "nope"})
-    r = srv.admit("/validate", review(k, resource="kartas"))
+    r = srv.admit("/validate", review(broken_karta(), resource="kartas"))
     assert r["allowed"] is False
     assert r["status"]["code"] == 422 and r["status"]["reason"] == "Invalid"
     msg = r["status"]["message"]
