@@ -168,3 +168,18 @@ def test_subprocess_exit_codes(tmp_path: Path, samples: Path) -> None:
     missing = run("-f", str(tmp_path / "missing.yaml"))
     assert missing.returncode == 2
     assert "missing.yaml" in missing.stderr and "Traceback" not in missing.stderr
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [["a list"], "a string", {"structureDefinition": "a string"}, {"structureDefinition": []}],
+)
+def test_spec_of_the_wrong_shape_is_invalid_not_a_traceback(
+    tmp_path: Path, samples: Path, spec: Any, capsys: Any
+) -> None:
+    d = copy.deepcopy(BASE)
+    d["spec"] = spec
+    f = write(tmp_path / "k.yaml", d)
+    assert main(["validate", "-f", str(f), "--samples", str(samples)]) == EXIT_FINDING
+    out = capsys.readouterr().out
+    assert out.startswith("INVALID jobset\n") and "spec" in out

@@ -209,24 +209,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"INVALID {source}: not a Karta ({what}; want {API_VERSION}, {KIND})")
             code = EXIT_FINDING
             continue
-        report = check(doc, _samples_for(index, doc), source=source)
+        report = check(doc, index.for_definition(doc), source=source)
         for line in _validate_lines(report, args.require_samples, dirs):
             print(line)
         if not report.ok or (args.require_samples and report.samples == 0):
             code = EXIT_FINDING
     return code
-
-
-def _samples_for(index: Any, doc: dict[str, Any]) -> list[Any]:
-    """The samples of a definition's root kind (none when the kind cannot be read: ``check``
-    reports that itself)."""
-    root = (((doc.get("spec") or {}).get("structureDefinition") or {}).get("rootComponent")) or {}
-    kind = root.get("kind") if isinstance(root, dict) else None
-    if not isinstance(kind, dict) or not all(
-        isinstance(kind.get(k), str) for k in ("group", "version", "kind")
-    ):
-        return []
-    return index.for_gvk(GVK(kind["group"], kind["version"], kind["kind"]))
 
 
 def _validate_lines(report: Any, require_samples: bool, dirs: Sequence[Path]) -> list[str]:

@@ -136,6 +136,20 @@ class SampleIndex:
     def for_gvk(self, gvk: GVK) -> list[Sample]:
         return list(self.by_gvk.get(gvk, []))
 
+    def for_definition(self, doc: Any) -> list[Sample]:
+        """The samples of a Karta document's root kind, read from the raw document so that
+        samples can be chosen before (and whether or not) it parses: none when the root kind
+        is not there in full, whatever the document's shape (:func:`check` reports that)."""
+        kind: Any = doc
+        for key in ("spec", "structureDefinition", "rootComponent", "kind"):
+            kind = kind.get(key) if isinstance(kind, Mapping) else None
+        if not isinstance(kind, Mapping):
+            return []
+        parts = [kind.get(k) for k in ("group", "version", "kind")]
+        if not all(isinstance(p, str) for p in parts):
+            return []
+        return self.for_gvk(GVK(*parts))
+
 
 # --------------------------------------------------------------------------- check
 
