@@ -325,19 +325,17 @@ def test_dev_certs_missing_file_regenerated(tmp_path: Path) -> None:
     assert handshake(ensure_dev_certs(tmp_path), "localhost") == b"ok"
 
 
-def test_dev_certs_mismatched_pair_regenerated(tmp_path: Path) -> None:
-    """A key from another run next to the certificate: the server could not start with it."""
+@pytest.mark.parametrize(
+    "swapped",
+    [
+        "key",  # a key from another run next to the certificate: the server could not start
+        "ca_cert",  # a leaf that the CA beside it did not sign: clients would not trust it
+    ],
+)
+def test_dev_certs_mixed_with_another_run_regenerated(tmp_path: Path, swapped: str) -> None:
     first = ensure_dev_certs(tmp_path / "a")
     other = ensure_dev_certs(tmp_path / "b")
-    first.key.write_bytes(other.key.read_bytes())
-    paths = ensure_dev_certs(tmp_path / "a")
-    assert handshake(paths, "localhost") == b"ok"
-
-
-def test_dev_certs_leaf_from_another_ca_regenerated(tmp_path: Path) -> None:
-    first = ensure_dev_certs(tmp_path / "a")
-    other = ensure_dev_certs(tmp_path / "b")
-    first.ca_cert.write_bytes(other.ca_cert.read_bytes())
+    getattr(first, swapped).write_bytes(getattr(other, swapped).read_bytes())
     paths = ensure_dev_certs(tmp_path / "a")
     assert handshake(paths, "localhost") == b"ok"
 
