@@ -305,3 +305,38 @@ def test_update_is_mutated_only_when_the_policy_asks() -> None:
         {"operations": ["CREATE", "UPDATE"], "rules": [{"name": "r", "labels": {"a": "1"}}]}
     )
     assert handlers.mutate(_review(obj, "UPDATE"), REGISTRY, both).response.patch
+
+
+def _nested_karta(expr: str) -> Any:
+    root = {
+        "name": "thing",
+        "kind": {"group": "example.com", "version": "v1", "kind": "Thing"},
+        "statusDefinition": {},
+        "specDefinition": {"podTemplateSpecPath": expr},
+    }
+    doc = {
+        "apiVersion": "run.ai/v1alpha1",
+        "kind": "Karta",
+        "metadata": {"name": "thing"},
+        "spec": {"structureDefinition": {"rootComponent": root}},
+    }
+    return load_definition(doc, "test.yaml")
+
+
+def test_ids_from_nested_locations_tell_every_instance_apart() -> None:
+    """Without instanceIdPath, ids come from the locations; where the first differing step
+    repeats (two roles in group 0), the steps that differ are joined so no two are alike."""
+    karta = _nested_karta(".spec.groups[].roles[].template")
+    tmpl = {"spec": {"containers": [{"name": "c", "image": "x"}]}}
+
+    def ids(groups: Any) -> list[str]:
+        obj = {"apiVersion": "example.com/v1", "kind": "Thing", "spec": {"groups": groups}}
+        return [i.id for _, i in resolve(karta, obj).instances]
+
+    assert ids([{"roles": [{"template": tmpl}, {"template": tmpl}]}, {"roles": []}]) == ["0", "1"]
+    both = [{"roles": [{"template": tmpl}, {"template": tmpl}]}, {"roles": [{"template": tmpl}]}]
+    assert ids(both) == ["0-0", "0-1", "1-0"]
+    by_key = {"a": {"roles": {"x": {"template": tmpl}, "y": {"template": tmpl}}}}
+    by_key["b"] = {"roles": {"x": {"template": tmpl}}}
+    assert ids(by_key) == ["a-x", "a-y", "b-x"]
+    assert ids([{"roles": [{"template": tmpl}]}, {"roles": [{"template": tmpl}]}]) == ["0", "1"]

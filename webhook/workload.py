@@ -375,13 +375,20 @@ def _instance_ids(
             )
     if n <= 1:
         return [c.name] * n
-    locs = [tuple(r["loc"] or ()) for r in rows]
+    return _ids_from_locations([tuple(r["loc"] or ()) for r in rows])
+
+
+def _ids_from_locations(locs: list[Path_]) -> list[str]:
+    """Ids that tell ``locs`` apart: the key or index of the first step where they differ
+    (``.spec.replicatedJobs[]`` → the job's index), or, when that step repeats (nested lists:
+    two roles of group 0), every differing step joined with ``-``; positions as a last resort."""
     width = min(len(p) for p in locs)
-    for depth in range(width):
-        toks = [p[depth] for p in locs]
-        if len(set(toks)) > 1:
-            return [str(t) for t in toks]
-    return [str(i) for i in range(n)]
+    differing = [toks for d in range(width) if len(set(toks := [p[d] for p in locs])) > 1]
+    for steps in (differing[:1], differing):
+        ids = ["-".join(str(t) for t in toks) for toks in zip(*steps, strict=True)]
+        if ids and len(set(ids)) == len(ids):
+            return ids
+    return [str(i) for i in range(len(locs))]
 
 
 def _as_count(v: Any) -> int | None:
