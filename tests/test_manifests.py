@@ -459,21 +459,25 @@ def test_mutating_webhook_for_workloads(base: list[Obj]) -> None:
     assert [(g, v) for g, v, _ in got] == sorted((g, v) for g, v, _ in got)
 
 
+#: Both Karta webhooks see creates and updates of the cluster-scoped ``kartas`` resource.
+KARTA_RULES = [
+    {
+        "apiGroups": ["run.ai"],
+        "apiVersions": ["v1alpha1"],
+        "resources": ["kartas"],
+        "operations": ["CREATE", "UPDATE"],
+        "scope": "Cluster",
+    }
+]
+
+
 def test_mutating_webhook_for_kartas(base: list[Obj]) -> None:
     config = find(base, "MutatingWebhookConfiguration")
     hook = next(h for h in config["webhooks"] if h["name"] == "kartas.karta-webhook.run.ai")
     _common_hook_checks(hook, "/mutate")
     assert hook["failurePolicy"] == "Ignore"
     assert "namespaceSelector" not in hook
-    assert hook["rules"] == [
-        {
-            "apiGroups": ["run.ai"],
-            "apiVersions": ["v1alpha1"],
-            "resources": ["kartas"],
-            "operations": ["CREATE", "UPDATE"],
-            "scope": "Cluster",
-        }
-    ]
+    assert hook["rules"] == KARTA_RULES
 
 
 def test_validating_webhook_for_kartas(base: list[Obj]) -> None:
@@ -482,15 +486,7 @@ def test_validating_webhook_for_kartas(base: list[Obj]) -> None:
     assert hook["name"] == "kartas.karta-webhook.run.ai"
     _common_hook_checks(hook, "/validate")
     assert hook["failurePolicy"] == "Fail"
-    assert hook["rules"] == [
-        {
-            "apiGroups": ["run.ai"],
-            "apiVersions": ["v1alpha1"],
-            "resources": ["kartas"],
-            "operations": ["CREATE", "UPDATE"],
-            "scope": "Cluster",
-        }
-    ]
+    assert hook["rules"] == KARTA_RULES
 
 
 def test_webhooks_spare_their_own_namespace(base: list[Obj], deployment: Obj) -> None:

@@ -132,6 +132,16 @@ def _common(name: str) -> dict[str, Any]:
     }
 
 
+def _configuration(kind: str, webhooks: list[dict[str, Any]]) -> dict[str, Any]:
+    """A webhook configuration object: both kinds share the name and the labels."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": NAME, "labels": dict(LABELS)},
+        "webhooks": webhooks,
+    }
+
+
 def mutating_webhook_configuration(
     rules: list[dict[str, Any]],
     *,
@@ -162,12 +172,7 @@ def mutating_webhook_configuration(
         "clientConfig": _client_config(namespace, "/mutate", ca_bundle),
         "rules": _karta_rules(),
     }
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": NAME, "labels": dict(LABELS)},
-        "webhooks": [workloads, kartas],
-    }
+    return _configuration("MutatingWebhookConfiguration", [workloads, kartas])
 
 
 def validating_webhook_configuration(
@@ -182,12 +187,7 @@ def validating_webhook_configuration(
         "clientConfig": _client_config(namespace, "/validate", ca_bundle),
         "rules": _karta_rules(),
     }
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": NAME, "labels": dict(LABELS)},
-        "webhooks": [hook],
-    }
+    return _configuration("ValidatingWebhookConfiguration", [hook])
 
 
 def catalog_rules(
