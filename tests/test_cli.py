@@ -165,3 +165,20 @@ def test_python_dash_m_and_stdin(policy_file: Path) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["kind"] == "JobSet"
+
+
+def test_yaml_timestamps_are_text_not_a_traceback(
+    tmp_path: Path, policy_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """YAML reads an unquoted ``2024-01-01`` as a date, which JSON cannot hold; the object goes
+    to jq (status expressions) and to -o json as the text kubectl would send."""
+    obj = yaml.safe_load(JOBSET.read_text())
+    obj["metadata"]["annotations"] = {"created": "DATE"}
+    obj["spec"]["replicatedJobs"][0]["replicas"] = "DATE"
+    f = tmp_path / "dated.yaml"
+    f.write_text(yaml.safe_dump(obj).replace("DATE", "2024-01-01"))
+    assert main(["describe", "-f", str(f), "-o", "json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["status"] != "" and any("2024-01-01" in w for w in view["warnings"])
+    assert main(["mutate", "-f", str(f), "--policy", str(policy_file), "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["metadata"]["annotations"]["created"] == "2024-01-01"

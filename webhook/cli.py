@@ -44,7 +44,8 @@ def _dump_yaml(docs: Sequence[Any]) -> str:
 
 
 def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False))
+    # default=str: YAML input may hold dates, which JSON has no type for
+    print(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 
 def _registry(args: argparse.Namespace) -> Registry:
