@@ -217,6 +217,30 @@ def load_cluster_karta(obj: Mapping[str, Any]) -> tuple[Karta | None, list[str]]
 # --------------------------------------------------------------------------- cluster sync
 
 
+class _Daemon:
+    """Runs :meth:`run_forever` in a daemon thread until :meth:`stop`: off the request path,
+    one per worker process (threads do not survive gunicorn's fork)."""
+
+    thread_name = "karta"
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_forever(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> threading.Thread:
+        self._thread = threading.Thread(target=self.run_forever, name=self.thread_name, daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+
 class Gone(Exception):
     """The watch's resourceVersion is too old (410): relist."""
 
@@ -226,12 +250,14 @@ def backoff(failures: int, base: float = 0.5, cap: float = 30.0) -> float:
     return random.uniform(0, min(cap, base * (2 ** min(failures, 16))))
 
 
-class ClusterSync:
+class ClusterSync(_Daemon):
     """List+watch Kartas into ``state`` (see the module docstring).
 
     ``state`` should be created with ``watch_cluster=True`` so ``/readyz`` stays false until
     the first list has been applied.
     """
+
+    thread_name = "karta-sync"
 
     def __init__(
         self,
@@ -243,6 +269,7 @@ class ClusterSync:
         backoff_base: float = 0.5,
         backoff_cap: float = 30.0,
     ) -> None:
+        super().__init__()
         self.state = state
         self.api = api
         self.custom = client.CustomObjectsApi(api)
@@ -250,13 +277,10 @@ class ClusterSync:
         self.watch_timeout = watch_timeout
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
-        self.lists = 0  # how many lists were applied (metrics, tests)
         self._objects: dict[str, dict[str, Any]] = {}
         self._loaded: dict[str, tuple[str, Karta | None]] = {}  # name -> (resourceVersion, karta)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
         self._watch: watch.Watch | None = None
-        self._thread: threading.Thread | None = None
 
     # -- reading
 
@@ -267,11 +291,6 @@ class ClusterSync:
 
     # -- lifecycle
 
-    def start(self) -> threading.Thread:
-        self._thread = threading.Thread(target=self.run_forever, name="karta-sync", daemon=True)
-        self._thread.start()
-        return self._thread
-
     def stop(self, timeout: float | None = 5.0) -> None:
         self._stop.set()
         w = self._watch
@@ -281,12 +300,7 @@ class ClusterSync:
             if resp is not None:  # unblock a read that is waiting for the next event
                 with contextlib.suppress(Exception):  # best effort, from another thread
                     resp.close()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-
-    @property
-    def stopped(self) -> bool:
-        return self._stop.is_set()
+        super().stop(timeout)
 
     def run_forever(self) -> None:
         failures = 0
@@ -337,7 +351,6 @@ class ClusterSync:
                 break
         with self._lock:
             self._objects = {_name(o): o for o in items if _name(o)}
-        self.lists += 1
         self._publish()
         return rv
 
@@ -619,7 +632,7 @@ class LeaseElector:
 # --------------------------------------------------------------------------- webhook upkeep
 
 
-class WebhookConfigKeeper:
+class WebhookConfigKeeper(_Daemon):
     """Keeps ``karta-webhook``'s webhook configurations in line with the registry, while leading.
 
     Register :meth:`on_snapshot` in ``state.listeners``: it only records the new kinds and wakes
@@ -628,6 +641,8 @@ class WebhookConfigKeeper:
     every ``resync_seconds``: read the configuration, compare the workload rules and every
     ``caBundle`` with what is wanted, and write it back with its resourceVersion (409: reread).
     """
+
+    thread_name = "karta-keeper"
 
     def __init__(
         self,
@@ -640,6 +655,7 @@ class WebhookConfigKeeper:
         resync_seconds: float = 300.0,
         name: str = NAME,
     ) -> None:
+        super().__init__()
         self.api = api
         self.elector = elector
         self.ca_file = Path(ca_file) if ca_file else None
@@ -651,8 +667,6 @@ class WebhookConfigKeeper:
         self._operations: tuple[str, ...] = state.snapshot.policy.operations
         self._dirty = True
         self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._last_reconcile = 0.0
 
     def on_snapshot(self, snap: Snapshot) -> None:
@@ -735,16 +749,10 @@ class WebhookConfigKeeper:
 
     # -- loop
 
-    def start(self) -> threading.Thread:
-        self._thread = threading.Thread(target=self.run_forever, name="karta-keeper", daemon=True)
-        self._thread.start()
-        return self._thread
-
     def stop(self, timeout: float | None = 5.0) -> None:
-        self._stop.set()
+        self._stop.set()  # before the wake-up, so the woken loop sees it and ends
         self._wake.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+        super().stop(timeout)
         if self.elector is not None:
             self.elector.release()
 
