@@ -205,33 +205,26 @@ class _Reader:
     def __init__(self) -> None:
         self.errors: list[FieldError] = []
 
-    def obj(self, value: Any, path: str, *, required: bool = False) -> dict[str, Any] | None:
+    def _typed(self, value: Any, path: str, want: type, what: str, required: bool) -> Any:
+        """``value`` when it is a ``want``; else None, with an error unless it is an absent
+        optional field."""
         if value is None:
             if required:
                 self.errors.append(FieldError(path, "required field is missing"))
             return None
-        if not isinstance(value, dict):
-            self.errors.append(FieldError(path, f"must be an object, got {_type(value)}"))
+        if not isinstance(value, want):
+            self.errors.append(FieldError(path, f"must be {what}, got {_type(value)}"))
             return None
         return value
+
+    def obj(self, value: Any, path: str, *, required: bool = False) -> dict[str, Any] | None:
+        return self._typed(value, path, dict, "an object", required)
 
     def list(self, value: Any, path: str) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            self.errors.append(FieldError(path, f"must be a list, got {_type(value)}"))
-            return []
-        return value
+        return self._typed(value, path, list, "a list", False) or []
 
     def str(self, value: Any, path: str, *, required: bool = False) -> str | None:
-        if value is None:
-            if required:
-                self.errors.append(FieldError(path, "required field is missing"))
-            return None
-        if not isinstance(value, str):
-            self.errors.append(FieldError(path, f"must be a string, got {_type(value)}"))
-            return None
-        return value
+        return self._typed(value, path, str, "a string", required)
 
 
 def _type(value: Any) -> str:
@@ -426,17 +419,11 @@ def _component(r: _Reader, value: Any, path: str) -> Component | None:
     d = r.obj(value, path, required=True)
     if d is None:
         return None
-    owner = d.get("ownerRef")
-    if owner is not None and not isinstance(owner, str):
-        r.errors.append(
-            FieldError(join_path(path, "ownerRef"), f"must be a string, got {_type(owner)}")
-        )
-        owner = None
     return Component(
         name=r.str(d.get("name"), join_path(path, "name"), required=True) or "",
         field_path=path,
         kind=_gvk(r, d.get("kind"), join_path(path, "kind")),
-        owner_ref=owner,
+        owner_ref=r.str(d.get("ownerRef"), join_path(path, "ownerRef")),
         spec=_spec(r, d.get("specDefinition"), join_path(path, "specDefinition")),
         scale=_scale(r, d.get("scaleDefinition"), join_path(path, "scaleDefinition")),
         status=_status(r, d.get("statusDefinition"), join_path(path, "statusDefinition")),
@@ -665,11 +652,11 @@ def parse_documents(text: str, label: str) -> list[tuple[str, Any]]:
 
 def yaml_files(directory: Path) -> list[Path]:
     """YAML/JSON files under a directory, recursively, sorted for a stable order."""
-    return sorted(
-        p
-        for p in directory.rglob("*")
-        if p.is_file() and p.suffix.lower() in (".yaml", ".yml", ".json")
-    )
+    return sorted(p for p in directory.rglob("*") if _is_document_file(p))
+
+
+def _is_document_file(p: Path) -> bool:
+    return p.is_file() and p.suffix.lower() in (".yaml", ".yml", ".json")
 
 
 def load_files(paths: Iterable[Path | str], *, recursive: bool = False) -> list[Karta]:
@@ -680,15 +667,7 @@ def load_files(paths: Iterable[Path | str], *, recursive: bool = False) -> list[
     for p in paths:
         p = Path(p)
         if p.is_dir():
-            files = (
-                yaml_files(p)
-                if recursive
-                else sorted(
-                    f
-                    for f in p.iterdir()
-                    if f.is_file() and f.suffix.lower() in (".yaml", ".yml", ".json")
-                )
-            )
+            files = yaml_files(p) if recursive else sorted(filter(_is_document_file, p.iterdir()))
         elif p.exists() or str(p) == "-":
             files = [p]
         else:
