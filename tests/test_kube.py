@@ -369,6 +369,21 @@ def test_other_errors_back_off_and_recover(fake: FakeAPI) -> None:
         sync.stop(timeout=2)
 
 
+@pytest.mark.parametrize("ending", ["empty stream", "410"])
+def test_watches_that_end_at_once_back_off(fake: FakeAPI, ending: str) -> None:
+    """A proxy that cuts every watch stream, or a 410 on every watch, must not turn the sync
+    into a loop of requests as fast as the network allows."""
+    for _ in range(1000):
+        fake.watches.put([] if ending == "empty stream" else 410)
+    sync = ClusterSync(State(watch_cluster=True), fake.api(), backoff_base=0.5)
+    sync.start()
+    try:
+        time.sleep(1.0)
+    finally:
+        sync.stop(timeout=2)
+    assert 1 <= fake.seen("WATCH", KARTAS) <= 8  # jittered 0-1 s, 0-2 s, ...: a few at most
+
+
 def test_periodic_resync_relists(fake: FakeAPI) -> None:
     sync = ClusterSync(State(watch_cluster=True), fake.api(), resync_seconds=0.1)
     sync.start()

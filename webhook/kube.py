@@ -5,9 +5,10 @@ path (daemon threads; a request only ever reads :attr:`State.snapshot`):
 
 - :class:`ClusterSync` lists ``kartas.run.ai/v1alpha1`` and watches from the list's
   resourceVersion, applies ADDED/MODIFIED/DELETED to a map of raw objects, relists on 410 Gone
-  and every ``resync_seconds``, backs off (jittered, exponential) on other errors, and after
-  each change hands the usable definitions to :meth:`State.set_cluster`. A definition that
-  fails the safety screen or the structure checks is logged and skipped, never loaded.
+  and every ``resync_seconds``, backs off (jittered, exponential) on errors and on watches that
+  keep failing or ending at once, and after each change hands the usable definitions to
+  :meth:`State.set_cluster`. A definition that fails the safety screen or the structure checks
+  is logged and skipped, never loaded.
 - :class:`LeaseElector` is a small ``coordination.k8s.io/v1`` Lease leader election (only one
   replica writes the webhook configurations).
 - :class:`WebhookConfigKeeper` keeps the MutatingWebhookConfiguration's workload rules equal to
@@ -245,6 +246,11 @@ class Gone(Exception):
     """The watch's resourceVersion is too old (410): relist."""
 
 
+#: A watch that ends sooner than this did not really run (a proxy cutting streams, an API
+#: server in trouble); the next one waits as after an error.
+MIN_WATCH_SECONDS = 1.0
+
+
 def backoff(failures: int, base: float = 0.5, cap: float = 30.0) -> float:
     """Full-jitter exponential back-off: uniform in [0, min(cap, base * 2**failures)]."""
     return random.uniform(0, min(cap, base * (2 ** min(failures, 16))))
@@ -303,24 +309,34 @@ class ClusterSync(_Daemon):
         super().stop(timeout)
 
     def run_forever(self) -> None:
+        # Tries in a row that did not get a watch going: errors, 410s and streams that ended at
+        # once. Only a watch that ran resets it (a successful list does not), so an API server
+        # or proxy that fails every watch is retried ever more slowly, never in a tight loop.
         failures = 0
         while not self._stop.is_set():
             try:
                 rv = self.relist()
-                failures = 0
                 deadline = time.monotonic() + self.resync_seconds
                 while not self._stop.is_set() and time.monotonic() < deadline:
                     remaining = max(1, int(min(self.watch_timeout, deadline - time.monotonic())))
+                    started = time.monotonic()
                     rv = self.watch_once(rv, remaining)
+                    if time.monotonic() - started >= MIN_WATCH_SECONDS:
+                        failures = 0
+                    else:
+                        failures += 1
+                        self._stop.wait(self._delay(failures))
                 if not self._stop.is_set():
                     _log("kartas.resync")
             except Gone:
+                failures += 1
                 _log("kartas.relist", reason="410 Gone")
+                self._stop.wait(self._delay(failures))
             except Exception as e:
                 if self._stop.is_set():
                     break
                 failures += 1
-                delay = backoff(failures, self.backoff_base, self.backoff_cap)
+                delay = self._delay(failures)
                 _log(
                     "kartas.error",
                     logging.WARNING,
@@ -329,6 +345,9 @@ class ClusterSync(_Daemon):
                     retry_in=round(delay, 3),
                 )
                 self._stop.wait(delay)
+
+    def _delay(self, failures: int) -> float:
+        return backoff(failures, self.backoff_base, self.backoff_cap)
 
     # -- one list, one watch
 
