@@ -57,9 +57,6 @@ WRITE_ROLES = frozenset(
 #: Write roles whose target is created when missing: a location counts when its parent exists.
 CREATED_ROLES = frozenset({"metadataPath", "labelsPath", "annotationsPath", "schedulerNamePath"})
 SCALE_ROLES = frozenset({"replicasPath", "minReplicasPath", "maxReplicasPath"})
-STATUS_ROLES = frozenset(
-    {"phaseDefinition.path", "conditionsDefinition.path", "byExpression.expression"}
-)
 #: At most this many expressions are hunted down one by one after a batch timed out; each
 #: costs a full ``timeout``. Past that, checking against further samples stops.
 MAX_CULPRITS = 3
@@ -367,27 +364,23 @@ class _Checker:
             elif cn not in names:
                 self.err(cp, f"pod-group member component '{cn}' is not defined")
 
+        def members(value: Any, path: str, key: str) -> None:
+            """A pod group (``podGroups[i]``, ``podGroup``) and each member of its ``key`` list."""
+            items = value.get(key) if isinstance(value, dict) else None
+            if not isinstance(value, dict) or (items is not None and not isinstance(items, list)):
+                self.err(path, f"must be an object with a {key} list")
+                return
+            for i, m in enumerate(items or []):
+                member(m, join_path(join_path(path, key), i))
+
         groups = gang.get("podGroups")
         gp = join_path(base, "podGroups")
         if groups is not None and not isinstance(groups, list):
             self.err(gp, "must be a list")
         for gi, g in enumerate(groups if isinstance(groups, list) else []):
-            ip = join_path(gp, gi)
-            members = g.get("members") if isinstance(g, dict) else None
-            if not isinstance(g, dict) or (members is not None and not isinstance(members, list)):
-                self.err(ip, "must be an object with a members list")
-                continue
-            for mi, m in enumerate(members or []):
-                member(m, join_path(join_path(ip, "members"), mi))
-        pg = gang.get("podGroup")
-        pp = join_path(base, "podGroup")
-        if pg is not None:
-            subs = pg.get("subGroups") if isinstance(pg, dict) else None
-            if not isinstance(pg, dict) or (subs is not None and not isinstance(subs, list)):
-                self.err(pp, "must be an object with a subGroups list")
-                return
-            for si, s in enumerate(subs or []):
-                member(s, join_path(join_path(pp, "subGroups"), si))
+            members(g, join_path(gp, gi), "members")
+        if gang.get("podGroup") is not None:
+            members(gang["podGroup"], join_path(base, "podGroup"), "subGroups")
 
     # ----------------------------------------------------------------- 2. jq
 
