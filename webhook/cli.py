@@ -243,6 +243,32 @@ def _validate_lines(report: Any, require_samples: bool, dirs: Sequence[Path]) ->
 # --------------------------------------------------------------------------- serve
 
 
+def _prepare_metrics_dir() -> None:
+    """Point ``prometheus_client`` at a directory shared by gunicorn's worker processes.
+
+    This must run before anything imports ``prometheus_client`` (it picks single- or
+    multiprocess mode once, at import; :mod:`webhook.server` imports it), so it lives here and
+    not in the server. A given ``PROMETHEUS_MULTIPROC_DIR`` is emptied of an earlier run's
+    files; otherwise a temporary one is made and removed when this (master) process exits,
+    also when startup fails. Forked workers inherit the hook but skip it.
+    """
+    import atexit
+    import os
+    import shutil
+    import tempfile
+
+    prom_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if prom_dir:
+        Path(prom_dir).mkdir(parents=True, exist_ok=True)
+        for stale in Path(prom_dir).glob("*.db"):
+            stale.unlink(missing_ok=True)
+        return
+    made = tempfile.mkdtemp(prefix="karta-webhook-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
+    master = os.getpid()
+    atexit.register(lambda: os.getpid() == master and shutil.rmtree(made, ignore_errors=True))
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """serve [--host H] [--port P] [--tls-cert F --tls-key F] [--catalog DIR]... [--policy F] [--workers N].
 
@@ -250,34 +276,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     ``--certs-dir``. The definitions and the policy are loaded here, before gunicorn forks its
     workers, so a bad file is exit 2 with its message rather than a crashing worker.
     """
-    import os
-    import tempfile
-
     if bool(args.tls_cert) != bool(args.tls_key):
         _err("serve: --tls-cert and --tls-key go together")
         return EXIT_INPUT
     if args.workers < 1 or args.threads < 1:
         _err("serve: --workers and --threads must be at least 1")
         return EXIT_INPUT
-    # Multiprocess metrics: the directory must be known before prometheus_client is imported
-    # (webhook.server imports it), in the master and so in every forked worker.
-    owned = False
-    prom_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if prom_dir:
-        Path(prom_dir).mkdir(parents=True, exist_ok=True)
-        for stale in Path(prom_dir).glob("*.db"):  # left by an earlier run
-            stale.unlink(missing_ok=True)
-    else:
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = made = tempfile.mkdtemp(
-            prefix="karta-webhook-metrics-"
-        )
-        owned = True
-        # Removed when this (master) process exits, also when startup fails; workers skip it.
-        import atexit
-        import shutil
-
-        master = os.getpid()
-        atexit.register(lambda: os.getpid() == master and shutil.rmtree(made, ignore_errors=True))
+    if not args.no_kube and args.kubeconfig and not Path(args.kubeconfig).is_file():
+        _err(f"serve: {args.kubeconfig}: no such file (--kubeconfig)")
+        return EXIT_INPUT
+    _prepare_metrics_dir()
 
     from webhook import server
     from webhook.registry import State
@@ -286,37 +294,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.tls_cert:
         cert, key = Path(args.tls_cert), Path(args.tls_key)
     else:
-        from webhook.certs import ensure_dev_certs
-
-        paths = ensure_dev_certs(Path(args.certs_dir))
-        cert, key = paths.cert, paths.key
-        server.log.info(
-            "no --tls-cert/--tls-key: serving a development certificate for localhost",
-            extra={
-                "fields": {
-                    "ca": str(paths.ca_cert),
-                    "try": f"curl --cacert {paths.ca_cert} https://localhost:{args.port}/healthz",
-                }
-            },
-        )
-    # Cluster definitions and webhook upkeep (webhook.kube), started in every worker after fork.
-    worker_start = []
-    if not args.no_kube:
-        import functools
-
-        from webhook import kube
-
-        if args.kubeconfig and not Path(args.kubeconfig).is_file():
-            _err(f"serve: {args.kubeconfig}: no such file (--kubeconfig)")
-            return EXIT_INPUT
-        ca_file = Path(cert).parent / "ca.crt"  # published as caBundle when present
-        worker_start.append(
-            functools.partial(
-                kube.start,
-                kubeconfig=args.kubeconfig,
-                ca_file=ca_file if ca_file.is_file() else None,
-            )
-        )
+        cert, key = server.dev_certificate(Path(args.certs_dir), args.port)
+    worker_start = [] if args.no_kube else [server.cluster_start(args.kubeconfig, cert)]
     state = State(args.catalog or [], args.policy, watch_cluster=not args.no_kube)
     try:
         return server.run(
@@ -328,7 +307,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
             workers=args.workers,
             threads=args.threads,
             validate_timeout=args.validate_timeout,
-            prometheus_dir_owned=owned,
             worker_start=worker_start,
         )
     except (OSError, ValueError) as e:  # e.g. certificate files that do not load

@@ -18,10 +18,10 @@ the jq sandbox, and a cluster watch.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import logging
 import os
-import shutil
 import ssl
 import sys
 import threading
@@ -532,6 +532,43 @@ class CertReloader:
         return None
 
 
+# --------------------------------------------------------------------------------- wiring
+
+
+def dev_certificate(certs_dir: Path, port: int) -> tuple[Path, Path]:
+    """The certificate and key for serving without ``--tls-cert``: a development CA and a
+    certificate for localhost, made or reused in ``certs_dir`` (see
+    :func:`~webhook.certs.ensure_dev_certs`). Logs which CA to trust and how to try it."""
+    from webhook.certs import ensure_dev_certs
+
+    paths = ensure_dev_certs(certs_dir)
+    log.info(
+        "no --tls-cert/--tls-key: serving a development certificate for localhost",
+        extra={
+            "fields": {
+                "ca": str(paths.ca_cert),
+                "try": f"curl --cacert {paths.ca_cert} https://localhost:{port}/healthz",
+            }
+        },
+    )
+    return paths.cert, paths.key
+
+
+def cluster_start(kubeconfig: str | None, certfile: Path) -> WorkerStart:
+    """The per-worker start of the cluster sync and webhook keeper (:func:`webhook.kube.start`).
+
+    The ``ca.crt`` beside the serving certificate, when there is one (the mounted Secret, or
+    ``karta-webhook certs`` output), is what the keeper publishes as ``caBundle``.
+    """
+    from webhook import kube
+    from webhook.certs import CA_CERT_FILE
+
+    ca_file = Path(certfile).parent / CA_CERT_FILE
+    return functools.partial(
+        kube.start, kubeconfig=kubeconfig, ca_file=ca_file if ca_file.is_file() else None
+    )
+
+
 # --------------------------------------------------------------------------------- gunicorn
 
 try:  # newer gthread workers (27.x) park connections without data in their poller (_DEFER)
@@ -605,7 +642,6 @@ def run(
     keepalive: int = 30,
     graceful_timeout: int = 20,
     worker_start: Sequence[WorkerStart] = (),
-    prometheus_dir_owned: bool = False,
 ) -> int:
     """Serve ``create_app(state)`` with gunicorn until a signal stops it.
 
@@ -613,8 +649,7 @@ def run(
     fails before serving). Each worker then runs, in order: warm the jq sandbox, start the file
     reload thread, and every callable of ``worker_start`` with the worker's ``State`` (e.g. a
     cluster watch calling ``state.set_cluster(...)``: threads do not survive ``fork``, so
-    per-process work belongs there). ``prometheus_dir_owned``: the metrics directory was made
-    for this run and is removed at exit.
+    per-process work belongs there).
     """
     from gunicorn.app.base import BaseApplication
 
@@ -653,11 +688,6 @@ def run(
     def child_exit(server: Any, worker: Any) -> None:
         metrics.mark_process_dead(worker.pid)
 
-    def on_exit(server: Any) -> None:
-        d = metrics.multiprocess_dir()
-        if prometheus_dir_owned and d:
-            shutil.rmtree(d, ignore_errors=True)
-
     def when_ready(server: Any) -> None:
         log.info(
             "serving",
@@ -686,7 +716,6 @@ def run(
         "preload_app": True,
         "post_fork": post_fork,
         "child_exit": child_exit,
-        "on_exit": on_exit,
         "when_ready": when_ready,
         "accesslog": None,
         "errorlog": "-",
