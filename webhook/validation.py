@@ -39,7 +39,7 @@ from webhook.definitions import (
 )
 from webhook.errors import DefinitionError, FieldError, KartaError, join_path
 from webhook.jqexpr import Outcome
-from webhook.workload import _as_count
+from webhook.workload import as_count, parent_object
 
 Sample = tuple[str, Mapping[str, Any]]
 
@@ -576,9 +576,7 @@ class _Checker:
     def exists(role: str, obj: Any, path: tuple[Any, ...], value: Any) -> bool:
         if value is not None:
             return True
-        if role in CREATED_ROLES and path:
-            return isinstance(jqexpr.getpath(obj, path[:-1]), dict)
-        return False
+        return role in CREATED_ROLES and parent_object(obj, path) is not None
 
     def contents(self, f: JqField, items: list[tuple[Any, Any]], label: str) -> None:
         for p, v in items:
@@ -635,7 +633,7 @@ class _Checker:
 
     def scale(self, f: JqField, out: Outcome, n: int | None, label: str) -> None:
         for v in out.items:
-            if v is not None and _as_count(v) is None:
+            if v is not None and as_count(v) is None:
                 self.err(
                     f.path,
                     f"must yield non-negative integers (or numeric strings); gave {_short(v)} "

@@ -194,108 +194,133 @@ def _is_obj(v: Any) -> bool:
     return isinstance(v, dict)
 
 
+def parent_object(obj: Any, loc: Path_) -> dict[str, Any] | None:
+    """The object holding the last step of ``loc`` (where a missing ``labels`` or
+    ``schedulerName`` is created), or None: the root has no parent, and a key cannot be added
+    to a list, a scalar or nothing. Validation counts a location as found by the same rule."""
+    if not loc:
+        return None
+    parent = jqexpr.getpath(obj, loc[:-1])
+    return parent if isinstance(parent, dict) else None
+
+
+@dataclass
+class _Row:
+    """One location a component's pod-spec definition found, before instance ids and replica
+    counts are paired with it (by position). ``present`` is false for a null or absent
+    template, which is no instance."""
+
+    loc: Path_ | None
+    present: bool
+    labels: Slot | None = None
+    annotations: Slot | None = None
+    scheduler: Slot | None = None
+    gpus: int = 0
+
+
 def _component(
     c: Component, obj: Mapping[str, Any], batch: _Batch, full: bool, warnings: list[str]
 ) -> ComponentView:
-    where = f"component {c.name!r}:"
     s = c.spec
-    # Per-instance raw material, aligned by position: (location, labels, annotations, scheduler, pod)
-    rows: list[dict[str, Any]] = []
+    rows: list[_Row] = []
     if s and s.pod_template_spec_path:
-        for loc, val in _locs(
-            batch, s.pod_template_spec_path, f"{where} podTemplateSpecPath", warnings
-        ):
-            present = _is_obj(val)
-            spec = val.get("spec") if present else None
-            rows.append(
-                {
-                    "loc": loc,
-                    "present": present,
-                    "labels": Slot((*loc, "metadata", "labels"), len(loc), val),
-                    "annotations": Slot((*loc, "metadata", "annotations"), len(loc), val),
-                    "scheduler": Slot((*loc, "spec", "schedulerName"), len(loc) + 1, spec)
-                    if _is_obj(spec)
-                    else None,
-                    "gpus": _pod_gpus(spec) if full and _is_obj(spec) else 0,
-                }
-            )
+        rows = _template_rows(c, s.pod_template_spec_path, batch, full, warnings)
     elif s and s.pod_spec_path:
-        specs = _locs(batch, s.pod_spec_path, f"{where} podSpecPath", warnings)
-        metas = (
-            _locs(batch, s.metadata_path, f"{where} metadataPath", warnings)
-            if s.metadata_path
-            else []
-        )
-        if s.metadata_path and len(metas) != len(specs):
-            warnings.append(
-                f"{where} metadataPath found {len(metas)} location(s) but podSpecPath {len(specs)}; labels and annotations not written"
-            )
-            metas = []
-        for i, (loc, val) in enumerate(specs):
-            meta = metas[i] if metas else None
-            meta_ok = meta is not None and (
-                _is_obj(meta[1]) or (meta[1] is None and _is_obj(jqexpr.getpath(obj, meta[0][:-1])))
-            )
-            rows.append(
-                {
-                    "loc": loc,
-                    "present": _is_obj(val),
-                    "labels": Slot(
-                        (*meta[0], "labels"), len(meta[0]) - (0 if _is_obj(meta[1]) else 1)
-                    )
-                    if meta and meta_ok
-                    else None,
-                    "annotations": Slot(
-                        (*meta[0], "annotations"), len(meta[0]) - (0 if _is_obj(meta[1]) else 1)
-                    )
-                    if meta and meta_ok
-                    else None,
-                    "scheduler": Slot((*loc, "schedulerName"), len(loc), val),
-                    "gpus": _pod_gpus(val) if full and _is_obj(val) else 0,
-                }
-            )
+        rows = _pod_spec_rows(c, obj, batch, full, warnings)
     elif s and s.fragmented is not None:
         rows = _fragment_rows(c, obj, batch, warnings)
 
+    n = len(rows)
     ids = _instance_ids(c, rows, batch, warnings)
-    replicas = (
-        _scale_values(c, "replicas_path", len(rows), batch, warnings)
-        if full
-        else [None] * len(rows)
+    replicas, mins, maxs = (
+        _scale_values(c, attr, n, batch, warnings) if full else [None] * n for attr in _SCALE_FIELDS
     )
-    mins = (
-        _scale_values(c, "min_replicas_path", len(rows), batch, warnings)
-        if full
-        else [None] * len(rows)
+    instances = tuple(
+        Instance(
+            id=ids[i],
+            location=row.loc,
+            replicas=replicas[i] if replicas[i] is not None else 1,
+            min_replicas=mins[i],
+            max_replicas=maxs[i],
+            gpus_per_pod=row.gpus,
+            labels=row.labels,
+            annotations=row.annotations,
+            scheduler_name=row.scheduler,
+        )
+        for i, row in enumerate(rows)
+        if row.present
     )
-    maxs = (
-        _scale_values(c, "max_replicas_path", len(rows), batch, warnings)
-        if full
-        else [None] * len(rows)
-    )
-    instances = []
-    for i, row in enumerate(rows):
-        if not row["present"]:
+    return ComponentView(c.name, c.kind, c.owner_ref, instances)
+
+
+def _template_rows(
+    c: Component, expr: str, batch: _Batch, full: bool, warnings: list[str]
+) -> list[_Row]:
+    """``podTemplateSpecPath``: labels and annotations go under the template's ``metadata``,
+    ``schedulerName`` into its ``spec``; each slot is anchored at the resolved template."""
+    rows = []
+    for loc, val in _locs(batch, expr, f"component {c.name!r}: podTemplateSpecPath", warnings):
+        if not _is_obj(val):
+            rows.append(_Row(loc, present=False))
             continue
-        instances.append(
-            Instance(
-                id=ids[i],
-                location=row["loc"],
-                replicas=replicas[i] if replicas[i] is not None else 1,
-                min_replicas=mins[i],
-                max_replicas=maxs[i],
-                gpus_per_pod=row["gpus"],
-                labels=row["labels"],
-                annotations=row["annotations"],
-                scheduler_name=row["scheduler"],
+        spec = val.get("spec")
+        rows.append(
+            _Row(
+                loc,
+                present=True,
+                labels=Slot((*loc, "metadata", "labels"), len(loc), val),
+                annotations=Slot((*loc, "metadata", "annotations"), len(loc), val),
+                scheduler=Slot((*loc, "spec", "schedulerName"), len(loc) + 1, spec)
+                if _is_obj(spec)
+                else None,
+                gpus=_pod_gpus(spec) if full and _is_obj(spec) else 0,
             )
         )
-    return ComponentView(c.name, c.kind, c.owner_ref, tuple(instances))
+    return rows
+
+
+def _pod_spec_rows(
+    c: Component, obj: Mapping[str, Any], batch: _Batch, full: bool, warnings: list[str]
+) -> list[_Row]:
+    """``podSpecPath`` with an optional ``metadataPath``, paired by position: without a
+    metadata location per pod spec there is nowhere to put labels and annotations."""
+    assert c.spec is not None
+    where = f"component {c.name!r}:"
+    specs = _locs(batch, c.spec.pod_spec_path, f"{where} podSpecPath", warnings)
+    metas = _locs(batch, c.spec.metadata_path, f"{where} metadataPath", warnings)
+    if c.spec.metadata_path and len(metas) != len(specs):
+        warnings.append(
+            f"{where} metadataPath found {len(metas)} location(s) but podSpecPath {len(specs)}; labels and annotations not written"
+        )
+        metas = []
+    rows = []
+    for i, (loc, val) in enumerate(specs):
+        meta_loc, meta = metas[i] if metas else ((), None)
+        rows.append(
+            _Row(
+                loc,
+                present=_is_obj(val),
+                labels=_metadata_slot(obj, meta_loc, meta, "labels") if metas else None,
+                annotations=_metadata_slot(obj, meta_loc, meta, "annotations") if metas else None,
+                scheduler=Slot((*loc, "schedulerName"), len(loc), val),
+                gpus=_pod_gpus(val) if full and _is_obj(val) else 0,
+            )
+        )
+    return rows
+
+
+def _metadata_slot(obj: Any, loc: Path_, meta: Any, key: str) -> Slot | None:
+    """``key`` (labels, annotations) of the metadata object at ``loc``: written inside it when
+    it exists, created with it in its parent when it is null or absent."""
+    if _is_obj(meta):
+        return Slot((*loc, key), len(loc), meta)
+    parent = parent_object(obj, loc) if meta is None else None
+    return Slot((*loc, key), len(loc) - 1, parent) if parent is not None else None
 
 
 def _fragment_rows(
     c: Component, obj: Mapping[str, Any], batch: _Batch, warnings: list[str]
-) -> list[dict[str, Any]]:
+) -> list[_Row]:
     """Fragmented definitions: each field has its own locations (write fields) or values
     (read-only fields), aligned by position. An instance is present when one of its write
     fragments has an existing parent object (or, with no write fields, a read value is set)."""
@@ -320,44 +345,40 @@ def _fragment_rows(
                 )
                 table[name] = []
     has_writes = any(found.values())
+
+    def slot(name: str, i: int) -> Slot | None:
+        locs = found[name]
+        loc = locs[i][0] if i < len(locs) else ()
+        parent = parent_object(obj, loc)
+        return Slot(loc, len(loc) - 1, parent) if parent is not None else None
+
+    def read(name: str, i: int) -> Any:
+        return reads[name][i] if i < len(reads[name]) else None
+
     rows = []
     for i in range(n):
-
-        def slot(name: str, i: int = i) -> Slot | None:
-            locs = found[name]
-            if i >= len(locs) or not locs[i][0]:
-                return None
-            loc = locs[i][0]
-            parent = jqexpr.getpath(obj, loc[:-1])
-            return Slot(loc, len(loc) - 1, parent) if _is_obj(parent) else None
-
-        def read(name: str, i: int = i) -> Any:
-            return reads[name][i] if i < len(reads[name]) else None
-
-        slots = {name: slot(name) for name in WRITE_FRAGMENTS}
+        slots = {name: slot(name, i) for name in WRITE_FRAGMENTS}
         anchors = [found[name][i][0] for name in WRITE_FRAGMENTS if i < len(found[name])]
         if has_writes:
             present = any(v is not None for v in slots.values())
         else:
-            present = any(read(name) is not None for name in GPU_FRAGMENTS)
+            present = any(read(name, i) is not None for name in GPU_FRAGMENTS)
         rows.append(
-            {
-                "loc": anchors[0] if anchors else None,
-                "present": present,
-                "labels": slots["labelsPath"],
-                "annotations": slots["annotationsPath"],
-                "scheduler": slots["schedulerNamePath"],
-                "gpus": _fragment_gpus(
-                    read("containersPath"), read("containerPath"), read("resourcesPath")
+            _Row(
+                anchors[0] if anchors else None,
+                present=present,
+                labels=slots["labelsPath"],
+                annotations=slots["annotationsPath"],
+                scheduler=slots["schedulerNamePath"],
+                gpus=_fragment_gpus(
+                    read("containersPath", i), read("containerPath", i), read("resourcesPath", i)
                 ),
-            }
+            )
         )
     return rows
 
 
-def _instance_ids(
-    c: Component, rows: list[dict[str, Any]], batch: _Batch, warnings: list[str]
-) -> list[str]:
+def _instance_ids(c: Component, rows: list[_Row], batch: _Batch, warnings: list[str]) -> list[str]:
     """Ids from ``instanceIdPath`` when it agrees with the locations in count; otherwise the
     key or index that tells the locations apart (never ``keys`` paired with ``.[]``: libjq
     iterates objects in insertion order, so the location is the truth)."""
@@ -375,7 +396,7 @@ def _instance_ids(
             )
     if n <= 1:
         return [c.name] * n
-    return _ids_from_locations([tuple(r["loc"] or ()) for r in rows])
+    return _ids_from_locations([r.loc or () for r in rows])
 
 
 def _ids_from_locations(locs: list[Path_]) -> list[str]:
@@ -391,7 +412,10 @@ def _ids_from_locations(locs: list[Path_]) -> list[str]:
     return [str(i) for i in range(len(locs))]
 
 
-def _as_count(v: Any) -> int | None:
+def as_count(v: Any) -> int | None:
+    """A replica count as upstream reads one: a non-negative integer, an integral float or a
+    string of digits; None for anything else (booleans included). Validation uses the same
+    rule to judge a definition's scale paths."""
     if isinstance(v, bool):
         return None
     if isinstance(v, int) and v >= 0:
@@ -421,7 +445,7 @@ def _scale_values(
     if out.error:
         warnings.append(f"component {c.name!r}: {name}: {out.error}")
         return [None] * n
-    vals = [_as_count(v) if v is not None else None for v in out.items]
+    vals = [as_count(v) if v is not None else None for v in out.items]
     bad = [v for v, conv in zip(out.items, vals, strict=True) if v is not None and conv is None]
     if bad:
         warnings.append(
