@@ -81,6 +81,12 @@ def test_unknown_route_and_method_are_plain_text(client) -> None:
     assert r.status_code == 405 and "Traceback" not in r.get_data(as_text=True)
 
 
+def test_405_says_which_methods_are_allowed(client) -> None:
+    r = client.get("/mutate")  # RFC 9110 15.5.6: a 405 carries Allow
+    assert r.status_code == 405 and "POST" in r.headers.get("Allow", "")
+    assert r.mimetype == "text/plain"
+
+
 # --------------------------------------------------------------------------------- mutate
 
 

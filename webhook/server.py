@@ -257,11 +257,15 @@ def create_app(
 
     @app.errorhandler(HTTPException)
     def http_error(e: HTTPException) -> Response:
-        # 404, 405, 413 ...: one line of plain text, never an HTML page.
+        # 404, 405, 413 ...: one line of plain text, never an HTML page, but with the
+        # exception's own headers (a 405 must say what is Allowed).
         code = e.code or 500
-        if code == 413:
-            return _text(413, f"request body larger than {MAX_BODY} bytes")
-        return _text(code, f"{code} {e.name}")
+        text = f"request body larger than {MAX_BODY} bytes" if code == 413 else f"{code} {e.name}"
+        resp = _text(code, text)
+        for name, value in e.get_headers():
+            if name.lower() != "content-type":
+                resp.headers[name] = value
+        return resp
 
     @app.errorhandler(Exception)
     def internal_error(e: Exception) -> Response:  # the last resort; views catch their own
