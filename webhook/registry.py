@@ -45,8 +45,12 @@ class Registry:
 
 def load_registry(extra: Sequence[Path | str] = (), *, bundled: bool = True) -> Registry:
     """The bundled catalog (unless ``bundled`` is false) with each directory of ``extra`` on top."""
+    return Registry(_load_catalogs(extra, bundled=bundled))
+
+
+def _load_catalogs(extra: Sequence[Path | str], *, bundled: bool) -> list[Karta]:
     sources: list[Path | str] = [catalog_dir()] if bundled else []
-    return Registry(load_files([*sources, *extra]))
+    return load_files([*sources, *extra])
 
 
 @dataclass(frozen=True)
@@ -96,8 +100,7 @@ class State:
         return self.cluster_synced
 
     def _load_defs(self) -> list[Karta]:
-        sources: list[Path | str] = [catalog_dir()] if self.bundled else []
-        return load_files([*sources, *self.catalog_dirs])
+        return _load_catalogs(self.catalog_dirs, bundled=self.bundled)
 
     def _load_policy(self) -> Policy:
         return load_policy(self.policy_path) if self.policy_path else EMPTY
@@ -130,15 +133,11 @@ class State:
         errors: list[str] = []
         with self._lock:
             changed = False
-            if stamps.get("catalog") != self._stamps.get("catalog"):
+            for key, reload in (("catalog", self._reload_defs), ("policy", self._reload_policy)):
+                if stamps.get(key) == self._stamps.get(key):
+                    continue
                 try:
-                    self._file_defs = self._load_defs()
-                    changed = True
-                except KartaError as e:
-                    errors.append(str(e))
-            if stamps.get("policy") != self._stamps.get("policy"):
-                try:
-                    self._policy = self._load_policy()
+                    reload()
                     changed = True
                 except KartaError as e:
                     errors.append(str(e))
@@ -146,6 +145,12 @@ class State:
             if changed:
                 self._publish()
         return errors
+
+    def _reload_defs(self) -> None:
+        self._file_defs = self._load_defs()
+
+    def _reload_policy(self) -> None:
+        self._policy = self._load_policy()
 
     def set_cluster(self, kartas: Iterable[Karta]) -> None:
         """Replace the cluster's definitions (all of them: a list, or the state after a watch
