@@ -93,13 +93,10 @@ def stamp_index_labels(karta_obj: Mapping[str, Any]) -> list[dict[str, Any]]:
         return []
     if not isinstance(kind, Mapping):
         return []
-    wanted = {
-        "run.ai/karta-group": kind.get("group") or "",
-        "run.ai/karta-version": kind.get("version") or "",
-        "run.ai/karta-kind": kind.get("kind") or "",
-    }
-    if not all(isinstance(v, str) for v in wanted.values()) or not wanted["run.ai/karta-kind"]:
+    values = [kind.get(k) or "" for k in ("group", "version", "kind")]
+    if not all(isinstance(v, str) for v in values) or not values[-1]:
         return []
+    wanted = dict(zip(INDEX_LABELS, values, strict=True))
     meta = karta_obj.get("metadata")
     labels = meta.get("labels") if isinstance(meta, Mapping) else None
     if not isinstance(meta, Mapping):

@@ -18,8 +18,6 @@ from webhook.jqexpr import Path_
 from webhook.policy import Policy, Rule, label_value_errors, render, scheduler_name_errors
 from webhook.workload import ComponentView, Instance, Slot, Workload
 
-_ABSENT = object()
-
 
 @dataclass(frozen=True)
 class Plan:
