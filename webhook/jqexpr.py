@@ -127,7 +127,7 @@ def _native(steps: tuple[Any, ...], mode: Mode, obj: Any) -> Outcome:
         return Outcome([], f"more than {MAX_RESULTS} results")
     if mode == "values":
         return Outcome([v for _, v in pairs])
-    return Outcome([(tuple(p), v) for p, v in pairs])
+    return Outcome(pairs)  # walk's paths are tuples already
 
 
 def evaluate(
