@@ -7,6 +7,7 @@ The real server (gunicorn, TLS, certificate reload, idle connections) is driven 
 from __future__ import annotations
 
 import copy
+import io
 import json
 import logging
 import os
@@ -207,6 +208,19 @@ def test_content_type_is_not_required(client) -> None:
 def test_body_over_the_cap_is_413(client) -> None:
     big = b" " * (server.MAX_BODY + 1)
     r = post(client, "/mutate", big)
+    assert r.status_code == 413 and "larger than" in r.get_data(as_text=True)
+
+
+def test_body_over_the_cap_is_413_even_when_the_client_goes_away(client) -> None:
+    class Reset(io.RawIOBase):  # the client hangs up while its oversized body is drained
+        def readinto(self, b: Any) -> int:
+            raise ConnectionResetError("connection reset by peer")
+
+    r = client.post(
+        "/mutate",
+        content_type="application/json",
+        environ_overrides={"wsgi.input": Reset(), "CONTENT_LENGTH": str(server.MAX_BODY + 1)},
+    )
     assert r.status_code == 413 and "larger than" in r.get_data(as_text=True)
 
 

@@ -17,6 +17,7 @@ the jq sandbox, and a cluster watch.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import json
@@ -289,14 +290,13 @@ def _drain_oversized() -> None:
     length = request.content_length
     if length is None or length <= MAX_BODY:
         return
-    if length <= DRAIN_LIMIT:
-        stream = request.environ.get("wsgi.input")
-        left = length
-        while stream is not None and left > 0:
-            chunk = stream.read(min(left, 1 << 16))
-            if not chunk:
-                break
-            left -= len(chunk)
+    stream = request.environ.get("wsgi.input")
+    if stream is not None and length <= DRAIN_LIMIT:
+        # A client that hangs up mid-drain is still answered 413 (as far as it listens): the
+        # answer does not depend on the rest of the body, and a 500 would be wrong.
+        with contextlib.suppress(OSError):
+            while length > 0 and (chunk := stream.read(min(length, 1 << 16))):
+                length -= len(chunk)
     raise RequestEntityTooLarge()
 
 
