@@ -37,6 +37,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from webhook import admission, definitions, handlers, metrics
 from webhook.certs import CertError
 from webhook.definitions import GVK
+from webhook.manifests import KARTA_VERSION, is_karta
 from webhook.registry import Snapshot, State
 
 if TYPE_CHECKING:  # validation is imported lazily: /mutate must not pay for it
@@ -228,7 +229,7 @@ def create_app(
 
     @app.post("/mutate")
     def mutate() -> Response:
-        return _admit("mutate", lambda req, snap: _mutate(req, snap))
+        return _admit("mutate", _mutate)
 
     @app.post("/validate")
     def validate() -> Response:
@@ -246,7 +247,7 @@ def create_app(
         body = {
             "ready": ready,
             "definitions": n,
-            "policyRules": len(getattr(snap.policy, "rules", ()) or ()),
+            "policyRules": len(snap.policy.rules),
             "clusterSynced": bool(state.ready),
         }
         return Response(admission.dumps(body), 200 if ready else 503, mimetype="application/json")
@@ -280,7 +281,8 @@ def _text(code: int, text: str) -> Response:
     return Response(text + "\n", code, mimetype="text/plain")
 
 
-_Handler = Callable[[admission.Request, Snapshot], tuple[admission.Response, dict[str, Any]]]
+#: A webhook's handler: the answer, its outcome (a metric label) and its patch's length.
+_Handler = Callable[[admission.Request, Snapshot], tuple[admission.Response, str, int]]
 
 
 def _drain_oversized() -> None:
@@ -315,8 +317,10 @@ def _admit(webhook: str, handle: _Handler) -> Response:
         )
         return _text(400, str(e))
     snap = state_of().snapshot  # once per request: one consistent registry and policy
+    gvk = handlers.object_gvk(req)
+    kind = _kind_label(snap, gvk)
     try:
-        resp, info = handle(req, snap)
+        resp, outcome, ops = handle(req, snap)
     except Exception as e:
         # Never a 5xx for an object we could not handle: allow it unchanged, say why.
         admission_log.exception(
@@ -325,15 +329,13 @@ def _admit(webhook: str, handle: _Handler) -> Response:
         resp = admission.Response(
             uid=req.uid, warnings=[f"karta-webhook: {webhook} failed: {type(e).__name__}: {e}"]
         )
-        gvk = handlers.object_gvk(req)
-        info = {"kind": _kind_label(snap, gvk), "outcome": "error", "ops": 0}
+        outcome, ops = "error", 0
     out = admission.encode(resp)
     elapsed = time.perf_counter() - start
-    metrics.REQUESTS.labels(webhook, info["kind"], req.operation, info["outcome"]).inc()
+    metrics.REQUESTS.labels(webhook, kind, req.operation, outcome).inc()
     metrics.DURATION.labels(webhook).observe(elapsed)
-    if info.get("ops"):
-        metrics.PATCH_OPS.labels(info["kind"]).inc(info["ops"])
-    gvk = handlers.object_gvk(req)
+    if ops:
+        metrics.PATCH_OPS.labels(kind).inc(ops)
     admission_log.info(
         "admission",
         extra={
@@ -346,8 +348,8 @@ def _admit(webhook: str, handle: _Handler) -> Response:
                 "name": req.name or _meta_name(req.object),
                 "operation": req.operation,
                 "dryRun": req.dry_run,
-                "outcome": info["outcome"],
-                "ops": info.get("ops", 0),
+                "outcome": outcome,
+                "ops": ops,
                 "warnings": len(resp.warnings),
                 "ms": round(elapsed * 1000, 3),
             }
@@ -370,7 +372,7 @@ def _meta_name(obj: Any) -> str:
 
 
 def _is_karta(gvk: GVK | None) -> bool:
-    return gvk is not None and gvk.group == definitions.GROUP and gvk.kind == definitions.KIND
+    return gvk is not None and is_karta(gvk)
 
 
 def _kind_label(snap: Snapshot, gvk: GVK | None) -> str:
@@ -382,38 +384,31 @@ def _kind_label(snap: Snapshot, gvk: GVK | None) -> str:
     return "other"
 
 
-def _mutate(req: admission.Request, snap: Snapshot) -> tuple[admission.Response, dict[str, Any]]:
+def _mutate(req: admission.Request, snap: Snapshot) -> tuple[admission.Response, str, int]:
     result = handlers.mutate(req, snap.registry, snap.policy)
-    gvk = handlers.object_gvk(req)
-    return result.response, {
-        "kind": _kind_label(snap, gvk),
-        "outcome": result.outcome,
-        "ops": result.ops,
-    }
+    return result.response, result.outcome, result.ops
 
 
 def _validate(
     hooks: _Webhooks, req: admission.Request, snap: Snapshot
-) -> tuple[admission.Response, dict[str, Any]]:
+) -> tuple[admission.Response, str, int]:
     resp = admission.Response(uid=req.uid)
     gvk = handlers.object_gvk(req)
-    info: dict[str, Any] = {"kind": _kind_label(snap, gvk), "outcome": "skipped", "ops": 0}
-    if (
-        req.operation not in ("CREATE", "UPDATE")
-        or not _is_karta(gvk)
-        or (gvk is not None and gvk.version != "v1alpha1")
-    ):
-        return resp, info
-    if _unchanged_or_leaving(req):
-        return resp, info
+    judged = (
+        req.operation in ("CREATE", "UPDATE")
+        and _is_karta(gvk)
+        and gvk is not None
+        and gvk.version == KARTA_VERSION
+    )
+    if not judged or _unchanged_or_leaving(req):
+        return resp, "skipped", 0
     if not isinstance(req.object, Mapping):
         resp.allowed = False
         resp.code, resp.reason = 400, "BadRequest"
         resp.message = "request.object is not a Karta object"
-        info["outcome"] = "denied"
-        return resp, info
+        return resp, "denied", 0
 
-    from webhook import validation
+    from webhook import kube, validation  # lazily: /mutate must not pay for them
 
     samples = hooks.samples()
     root = _root_gvk(req.object)
@@ -423,19 +418,14 @@ def _validate(
         req.object, found, source=f'Karta "{name}"', timeout=hooks.validate_timeout
     )
     resp.warnings.extend(f"karta-webhook: {w}" for w in report.warnings)
-    from webhook import kube  # one Karta per root group/version/kind, against the cluster's
-
-    conflict = kube.conflict(req.object)
+    conflict = kube.conflict(req.object)  # one Karta per root group/version/kind in the cluster
     if report.ok and not report.errors and conflict is None:
-        info["outcome"] = "allowed"
-        return resp, info
+        return resp, "allowed", 0
     resp.allowed = False
     resp.code, resp.reason = 422, "Invalid"
     details = "; ".join([*(str(e) for e in report.errors), *([conflict] if conflict else [])])
-    details = details or "invalid definition"
-    resp.message = f'Karta "{name}" is invalid: {details}'
-    info["outcome"] = "denied"
-    return resp, info
+    resp.message = f'Karta "{name}" is invalid: {details or "invalid definition"}'
+    return resp, "denied", 0
 
 
 def _unchanged_or_leaving(req: admission.Request) -> bool:
@@ -443,8 +433,10 @@ def _unchanged_or_leaving(req: admission.Request) -> bool:
     finalizers must never be blocked), a subresource, or one whose ``spec`` did not change
     (labels, annotations, status). Otherwise a definition admitted by an older release or
     before its samples changed could never be touched again."""
-    if req.operation != "UPDATE" or req.sub_resource:
-        return req.operation == "UPDATE"
+    if req.operation != "UPDATE":
+        return False
+    if req.sub_resource:
+        return True
     obj, old = req.object, req.old_object
     if not isinstance(obj, Mapping) or not isinstance(old, Mapping):
         return False
@@ -533,7 +525,6 @@ class CertReloader:
         new = self.context()
         if sock.context is not new:
             sock.context = new
-        return None
 
 
 # --------------------------------------------------------------------------------- wiring
