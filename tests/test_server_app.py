@@ -179,6 +179,19 @@ def test_mutate_failure_allows_with_a_warning(client, monkeypatch) -> None:
     assert "kaput" in r["warnings"][0] and "patch" not in r
 
 
+def test_validate_failure_denies(client, monkeypatch) -> None:
+    from webhook import validation
+
+    def boom(*a: Any, **kw: Any) -> Any:
+        raise RuntimeError("kaput")
+
+    monkeypatch.setattr(validation, "check", boom)
+    rv = review(load(JOBSET_KARTA), resource="kartas")
+    r = answer(post(client, "/validate", rv))
+    assert r["uid"] == rv["request"]["uid"] and r["allowed"] is False
+    assert r["status"]["code"] == 500 and "kaput" in r["status"]["message"]
+
+
 @pytest.mark.parametrize(
     ("body", "reason"),
     [

@@ -322,13 +322,19 @@ def _admit(webhook: str, handle: _Handler) -> Response:
     try:
         resp, outcome, ops = handle(req, snap)
     except Exception as e:
-        # Never a 5xx for an object we could not handle: allow it unchanged, say why.
+        # Never a 5xx. A workload we could not handle is allowed unchanged (failing it would
+        # block workloads on our bug); a Karta we could not check is denied, as the validating
+        # webhook's failurePolicy: Fail intends — a definition nobody checked must not slip in.
         admission_log.exception(
             "handler failed", extra={"fields": {"webhook": webhook, "uid": req.uid}}
         )
-        resp = admission.Response(
-            uid=req.uid, warnings=[f"karta-webhook: {webhook} failed: {type(e).__name__}: {e}"]
-        )
+        failure = f"karta-webhook: {webhook} failed: {type(e).__name__}: {e}"
+        if webhook == "validate":
+            resp = admission.Response(
+                uid=req.uid, allowed=False, code=500, reason="InternalError", message=failure
+            )
+        else:
+            resp = admission.Response(uid=req.uid, warnings=[failure])
         outcome, ops = "error", 0
     out = admission.encode(resp)
     elapsed = time.perf_counter() - start
