@@ -598,6 +598,22 @@ def _instruction_fields(instructions: Mapping[str, Any]) -> Iterator[JqField]:
                         )
 
 
+def root_gvk(doc: Any) -> GVK | None:
+    """The root component's kind read from a raw Karta document of any shape, before (and
+    whether or not) it parses: None unless ``kind.kind`` is a non-empty string; a missing
+    group or version reads as "" (the validator reports it). The webhooks use it to pick
+    samples, to stamp index labels and to find a second Karta for the same kind."""
+    kind: Any = doc
+    for key in ("spec", "structureDefinition", "rootComponent", "kind"):
+        kind = kind.get(key) if isinstance(kind, Mapping) else None
+    if not isinstance(kind, Mapping) or not isinstance(kind.get("kind"), str) or not kind["kind"]:
+        return None
+    group, version = kind.get("group") or "", kind.get("version") or ""
+    if not isinstance(group, str) or not isinstance(version, str):
+        return None
+    return GVK(group, version, kind["kind"])
+
+
 # --------------------------------------------------------------------------- loading
 
 

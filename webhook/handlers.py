@@ -87,15 +87,10 @@ def mutate(req: Request, registry: Registry, policy: Policy) -> MutateResult:
 def stamp_index_labels(karta_obj: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Ops that set ``run.ai/karta-{group,version,kind}`` from the root component's kind (KAI
     Scheduler finds definitions by them). Other labels are kept; no root kind, no ops."""
-    try:
-        kind = karta_obj["spec"]["structureDefinition"]["rootComponent"]["kind"]
-    except (KeyError, TypeError):
+    gvk = definitions.root_gvk(karta_obj)
+    if gvk is None:
         return []
-    if not isinstance(kind, Mapping):
-        return []
-    values = [kind.get(k) or "" for k in ("group", "version", "kind")]
-    if not all(isinstance(v, str) for v in values) or not values[-1]:
-        return []
+    values = [gvk.group, gvk.version, gvk.kind]
     wanted = dict(zip(INDEX_LABELS, values, strict=True))
     meta = karta_obj.get("metadata")
     labels = meta.get("labels") if isinstance(meta, Mapping) else None

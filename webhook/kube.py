@@ -38,7 +38,7 @@ from typing import Any
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
-from webhook.definitions import GROUP, GVK, Karta, load_definition
+from webhook.definitions import GROUP, GVK, Karta, load_definition, root_gvk
 from webhook.errors import DefinitionError, KartaError
 from webhook.manifests import (
     KARTA_RESOURCE,
@@ -150,30 +150,20 @@ def _name(obj: Mapping[str, Any]) -> str:
     return str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
 
 
-def _root_gvk(obj: Mapping[str, Any]) -> tuple[str, str, str] | None:
-    try:
-        kind = obj["spec"]["structureDefinition"]["rootComponent"]["kind"]
-    except (KeyError, TypeError):
-        return None
-    if not isinstance(kind, Mapping) or not kind.get("kind"):
-        return None
-    return (kind.get("group") or "", kind.get("version") or "", kind.get("kind") or "")
-
-
 def conflicting_karta(obj: Mapping[str, Any], existing: Iterable[Mapping[str, Any]]) -> str | None:
     """The error for a Karta whose root group/version/kind another Karta (by name) already
     defines, else None. A Karta never collides with itself (an update), and the same group and
     kind at another version is a different definition. Best effort, as upstream's: two creates
     racing can both pass; :class:`ClusterSync` then keeps the older one and logs the other."""
-    gvk = _root_gvk(obj)
+    gvk = root_gvk(obj)
     if gvk is None:
         return None
     name = _name(obj)
     for other in existing:
         other_name = _name(other)
-        if other_name != name and _root_gvk(other) == gvk:
+        if other_name != name and root_gvk(other) == gvk:
             return (
-                f"a Karta for group {gvk[0]!r} version {gvk[1]!r} kind {gvk[2]!r} already "
+                f"a Karta for group {gvk.group!r} version {gvk.version!r} kind {gvk.kind!r} already "
                 f"exists ({other_name!r}); only one Karta per group/version/kind is allowed"
             ).replace("'", '"')
     return None

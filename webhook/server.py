@@ -417,7 +417,7 @@ def _validate(
     from webhook import kube, validation  # lazily: /mutate must not pay for them
 
     samples = hooks.samples()
-    root = _root_gvk(req.object)
+    root = definitions.root_gvk(req.object)
     found = samples.for_gvk(root) if samples is not None and root is not None else []
     name = req.name or _meta_name(req.object)
     report = validation.check(
@@ -450,16 +450,6 @@ def _unchanged_or_leaving(req: admission.Request) -> bool:
     if isinstance(meta, Mapping) and meta.get("deletionTimestamp"):
         return True
     return "spec" in old and obj.get("spec") == old.get("spec")
-
-
-def _root_gvk(obj: Mapping[str, Any]) -> GVK | None:
-    try:
-        kind = obj["spec"]["structureDefinition"]["rootComponent"]["kind"]
-    except (KeyError, TypeError):
-        return None
-    if not isinstance(kind, Mapping) or not isinstance(kind.get("kind"), str):
-        return None
-    return GVK(str(kind.get("group") or ""), str(kind.get("version") or ""), kind["kind"])
 
 
 # --------------------------------------------------------------------------------- TLS

@@ -35,6 +35,7 @@ from webhook.definitions import (
     jq_fields,
     parse,
     read_documents,
+    root_gvk,
     yaml_files,
 )
 from webhook.errors import DefinitionError, FieldError, KartaError, join_path
@@ -137,15 +138,8 @@ class SampleIndex:
         """The samples of a Karta document's root kind, read from the raw document so that
         samples can be chosen before (and whether or not) it parses: none when the root kind
         is not there in full, whatever the document's shape (:func:`check` reports that)."""
-        kind: Any = doc
-        for key in ("spec", "structureDefinition", "rootComponent", "kind"):
-            kind = kind.get(key) if isinstance(kind, Mapping) else None
-        if not isinstance(kind, Mapping):
-            return []
-        parts = [kind.get(k) for k in ("group", "version", "kind")]
-        if not all(isinstance(p, str) for p in parts):
-            return []
-        return self.for_gvk(GVK(*parts))
+        gvk = root_gvk(doc)
+        return self.for_gvk(gvk) if gvk is not None else []
 
 
 # --------------------------------------------------------------------------- check
