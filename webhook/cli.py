@@ -44,8 +44,7 @@ def _dump_yaml(docs: Sequence[Any]) -> str:
 
 
 def _print_json(value: Any) -> None:
-    # default=str: YAML input may hold dates, which JSON has no type for
-    print(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def _registry(args: argparse.Namespace) -> Registry:

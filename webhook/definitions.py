@@ -648,10 +648,24 @@ def read_documents(path: Path | str) -> list[tuple[str, Any]]:
     return parse_documents(text, label)
 
 
+class _JsonLoader(yaml.SafeLoader):
+    """YAML as the API server reads it: a document becomes JSON, so values JSON has no type
+    for stay text — an unquoted ``2024-01-01`` is the string kubectl would send, not a
+    ``date`` that would break every JSON encoder downstream (the jq sandbox, ``-o json``)."""
+
+
+_JsonLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+for _tag in ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:binary"):
+    _JsonLoader.add_constructor(_tag, yaml.SafeLoader.construct_yaml_str)
+
+
 def parse_documents(text: str, label: str) -> list[tuple[str, Any]]:
     """Split YAML (a superset of JSON) into documents; errors name the file and line."""
     try:
-        docs = list(yaml.safe_load_all(text))
+        docs = list(yaml.load_all(text, Loader=_JsonLoader))  # a SafeLoader subclass
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

@@ -343,9 +343,7 @@ class Sandbox:
     def run(
         self, batch: Sequence[tuple[str, str]], obj: Any, timeout: float
     ) -> list[dict[str, Any]]:
-        # default=str: a YAML document read by the CLI may hold dates (``2024-01-01``), which
-        # JSON cannot; jq sees them as the text kubectl would send.
-        text = json.dumps(obj, default=str)
+        text = json.dumps(obj)
         payload = (json.dumps({"exprs": list(batch), "input": text}) + "\n").encode()
         deadline = time.monotonic() + timeout
         child = self._take()

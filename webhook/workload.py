@@ -449,7 +449,7 @@ def _scale_values(
     bad = [v for v, conv in zip(out.items, vals, strict=True) if v is not None and conv is None]
     if bad:
         warnings.append(
-            f"component {c.name!r}: {name} gave {json.dumps(bad[0], default=str)}, not a non-negative integer"
+            f"component {c.name!r}: {name} gave {json.dumps(bad[0])}, not a non-negative integer"
         )
     if len(vals) == n:
         return vals
