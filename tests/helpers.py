@@ -83,3 +83,14 @@ def broken_karta() -> dict[str, Any]:
         }
     )
     return k
+
+
+def assert_denied_with_field_paths(r: dict[str, Any]) -> None:
+    """What the API server must get back for :func:`broken_karta`: a 422 naming each field."""
+    assert r["allowed"] is False
+    assert r["status"]["code"] == 422 and r["status"]["reason"] == "Invalid"
+    msg = r["status"]["message"]
+    assert msg.startswith('Karta "broken" is invalid: ')
+    assert "spec.structureDefinition.childComponents[1].ownerRef: " in msg
+    assert "spec.structureDefinition.childComponents[0].specDefinition.podTemplateSpecPath: " in msg
+    assert "; " in msg
