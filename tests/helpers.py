@@ -12,9 +12,14 @@ from typing import Any
 
 import yaml
 
+from webhook.jqexpr import Engine
+
 ROOT = Path(__file__).resolve().parent.parent
 JOBSET = ROOT / "catalog/samples/jobset.x-k8s.io-jobset-v1alpha2/leader-workers.yaml"
 JOBSET_KARTA = ROOT / "catalog/jobset.x-k8s.io-jobset-v1alpha2.yaml"
+
+#: One jq engine for the whole test session (its sandbox children are reused).
+ENGINE = Engine()
 
 POLICY = """\
 rules:

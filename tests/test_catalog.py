@@ -15,8 +15,10 @@ from typing import Any
 import jsonpatch
 import pytest
 import yaml
+from helpers import ENGINE
 
-from webhook.definitions import GVK, catalog_dir, load_files, read_documents
+from webhook.definitions import GVK, catalog_dir, load_files
+from webhook.documents import read_documents
 from webhook.mutation import plan
 from webhook.policy import parse_policy
 from webhook.workload import resolve
@@ -101,13 +103,13 @@ def test_sample_resolves_and_mutates_as_counted_by_hand(
     [(_, obj)] = read_documents(sample)
     assert GVK.of(obj) == karta.gvk
 
-    full = resolve(karta, obj)
+    full = resolve(karta, obj, ENGINE)
     assert full.gpus == expected["gpus"]
     assert full.status == expected["status"]
     got_components = {c.name: {i.id: i.replicas for i in c.instances} for c in full.components}
     assert got_components == expected["components"]
 
-    result = plan(resolve(karta, obj, full=False), POLICY, obj)
+    result = plan(resolve(karta, obj, ENGINE, full=False), POLICY, obj)
     mutated = jsonpatch.apply_patch(obj, result.ops)
     assert _holders(mutated, LABEL, LABEL_VALUE) == set(expected["labels"])
     assert _holders(mutated, ANNOTATION, ANNOTATION_VALUE) == set(expected["annotations"])
@@ -117,5 +119,5 @@ def test_sample_resolves_and_mutates_as_counted_by_hand(
         assert _resolve_pointer(mutated, pointer)[LABEL] == LABEL_VALUE
 
     # Idempotent: the mutated object needs nothing more.
-    again = plan(resolve(karta, mutated, full=False), POLICY, mutated)
+    again = plan(resolve(karta, mutated, ENGINE, full=False), POLICY, mutated)
     assert again.ops == []

@@ -9,6 +9,7 @@ from typing import Any
 import jq
 import jsonpatch
 import pytest
+from helpers import ENGINE
 
 from webhook import jqexpr
 from webhook.definitions import (
@@ -17,8 +18,8 @@ from webhook.definitions import (
     jq_fields,
     load_definition,
     load_files,
-    read_documents,
 )
+from webhook.documents import read_documents
 from webhook.errors import DefinitionError
 from webhook.handlers import mutate_object
 from webhook.mutation import plan
@@ -40,9 +41,9 @@ def policy(**rule: Any) -> Any:
 
 
 def apply(obj: dict[str, Any], pol: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    w, p = mutate_object(REGISTRY, pol, obj)
-    assert w is not None and p is not None
-    return jsonpatch.apply_patch(obj, p.ops), p.ops
+    m = mutate_object(REGISTRY, pol, obj, ENGINE)
+    assert m is not None
+    return jsonpatch.apply_patch(obj, m.ops), m.ops
 
 
 JOBSET = ("jobset.x-k8s.io-jobset-v1alpha2", "leader-workers.yaml")
@@ -50,7 +51,7 @@ JOBSET = ("jobset.x-k8s.io-jobset-v1alpha2", "leader-workers.yaml")
 
 def test_seed_jobset_says_12_gpus() -> None:
     obj = sample(*JOBSET)
-    w = resolve(REGISTRY.lookup(GVK.of(obj)), obj)
+    w = resolve(REGISTRY.lookup(GVK.of(obj)), obj, ENGINE)
     assert w.gpus == 12
     [rj] = [c for c in w.components if c.name == "replicatedjob"]
     assert [(i.id, i.replicas, i.gpus) for i in rj.instances] == [
@@ -177,10 +178,10 @@ def test_match_by_kind_namespace_component_and_instance() -> None:
         "component-miss": ({"components": ["nope"]}, 0),
     }
     for name, (match, templates) in cases.items():
-        w = resolve(REGISTRY.lookup(GVK.of(obj)), obj, full=False)
+        w = resolve(REGISTRY.lookup(GVK.of(obj)), obj, ENGINE, full=False)
         p = plan(w, policy(match=match, labels={"x": "$(component)-$(instance)"}), obj)
         assert p.templates_mutated == templates, name
-    w = resolve(REGISTRY.lookup(GVK.of(obj)), obj, full=False)
+    w = resolve(REGISTRY.lookup(GVK.of(obj)), obj, ENGINE, full=False)
     p = plan(w, policy(labels={"x": "$(component)-$(instance)"}), obj)
     values = [str(op["value"]) for op in p.ops]
     assert len(values) == 2
@@ -190,7 +191,7 @@ def test_match_by_kind_namespace_component_and_instance() -> None:
 def test_unrenderable_label_value_is_skipped_with_warning() -> None:
     obj = sample(*JOBSET)
     obj["metadata"]["name"] = "x" * 70
-    w = resolve(REGISTRY.lookup(GVK.of(obj)), obj, full=False)
+    w = resolve(REGISTRY.lookup(GVK.of(obj)), obj, ENGINE, full=False)
     p = plan(
         w,
         policy(labels={"owner": "$(workload.name)"}, annotations={"owner": "$(workload.name)"}),
@@ -202,13 +203,13 @@ def test_unrenderable_label_value_is_skipped_with_warning() -> None:
 
 def test_kind_without_definition_is_left_alone() -> None:
     obj = {"apiVersion": "example.com/v1", "kind": "Unknown", "metadata": {"name": "u"}}
-    assert mutate_object(REGISTRY, policy(labels={"a": "b"}), obj) == (None, None)
+    assert mutate_object(REGISTRY, policy(labels={"a": "b"}), obj, ENGINE) is None
 
 
 def test_object_of_wrong_shape_gives_warnings_not_exceptions() -> None:
     obj = sample(*JOBSET)
     obj["spec"]["replicatedJobs"] = "not a list"
-    w = resolve(REGISTRY.lookup(GVK.of(obj)), obj)
+    w = resolve(REGISTRY.lookup(GVK.of(obj)), obj, ENGINE)
     assert w.warnings
     assert plan(w, policy(labels={"a": "b"}), obj).ops == []
 
@@ -233,20 +234,20 @@ def test_definition_reading_the_environment_is_refused_at_load(expr: str, reason
 
 def test_sandbox_has_no_environment_and_is_bounded() -> None:
     # Even past the screen, the sandbox child has an empty environment.
-    out = jqexpr.values("$ENV | length", {})
+    out = ENGINE.values("$ENV | length", {})
     assert out.items == [0]
-    slow = jqexpr.values("def f: f; f", {}, timeout=0.5)
+    slow = ENGINE.values("def f: f; f", {}, timeout=0.5)
     assert slow.error and "timed out" in slow.error
-    assert jqexpr.values(".a + 1", {"a": 1}).items == [2]  # a fresh child after the kill
-    assert jqexpr.compile_errors([".a |"])[0]
+    assert ENGINE.values(".a + 1", {"a": 1}).items == [2]  # a fresh child after the kill
+    assert ENGINE.compile_errors([".a |"])[0]
 
 
 def test_iterating_absent_list_is_absent_not_error() -> None:
-    out = jqexpr.locations(".spec.workerGroupSpecs[].template", {"spec": {}})
+    out = ENGINE.locations(".spec.workerGroupSpecs[].template", {"spec": {}})
     assert out.absent and out.error is None and out.items == []
-    out = jqexpr.locations(".spec.x[] | select(.a) | .t", {"spec": {}})
+    out = ENGINE.locations(".spec.x[] | select(.a) | .t", {"spec": {}})
     assert out.absent and out.error is None
-    out = jqexpr.locations(".spec.x[] | {a: .}", {"spec": {"x": [1]}})
+    out = ENGINE.locations(".spec.x[] | {a: .}", {"spec": {"x": [1]}})
     assert out.error and "Invalid path expression" in out.error
 
 
@@ -270,10 +271,10 @@ def test_native_walk_equals_libjq_on_every_catalog_path(expr: str, objs: list[An
         try:
             want = program.input_value(obj).first()
         except ValueError as e:
-            got = jqexpr.locations(expr, obj)
+            got = ENGINE.locations(expr, obj)
             assert got.items == [] and (got.absent or got.error), (expr, str(e))
             continue
-        got = jqexpr.locations(expr, obj)
+        got = ENGINE.locations(expr, obj)
         assert [list(p) for p, _ in got.items] == want
 
 
@@ -299,12 +300,12 @@ def test_update_is_mutated_only_when_the_policy_asks() -> None:
 
     obj = sample(*JOBSET)
     create_only = policy(labels={"a": "1"})
-    assert handlers.mutate(_review(obj, "UPDATE"), REGISTRY, create_only).response.patch is None
-    assert handlers.mutate(_review(obj, "CREATE"), REGISTRY, create_only).response.patch
+    assert handlers.mutate(_review(obj, "UPDATE"), REGISTRY, create_only, ENGINE).response.patch is None
+    assert handlers.mutate(_review(obj, "CREATE"), REGISTRY, create_only, ENGINE).response.patch
     both = parse_policy(
         {"operations": ["CREATE", "UPDATE"], "rules": [{"name": "r", "labels": {"a": "1"}}]}
     )
-    assert handlers.mutate(_review(obj, "UPDATE"), REGISTRY, both).response.patch
+    assert handlers.mutate(_review(obj, "UPDATE"), REGISTRY, both, ENGINE).response.patch
 
 
 def _nested_karta(expr: str) -> Any:
@@ -331,7 +332,7 @@ def test_ids_from_nested_locations_tell_every_instance_apart() -> None:
 
     def ids(groups: Any) -> list[str]:
         obj = {"apiVersion": "example.com/v1", "kind": "Thing", "spec": {"groups": groups}}
-        return [i.id for _, i in resolve(karta, obj).instances]
+        return [i.id for _, i in resolve(karta, obj, ENGINE).instances]
 
     assert ids([{"roles": [{"template": tmpl}, {"template": tmpl}]}, {"roles": []}]) == ["0", "1"]
     both = [{"roles": [{"template": tmpl}, {"template": tmpl}]}, {"roles": [{"template": tmpl}]}]

@@ -14,8 +14,10 @@ from typing import Any
 
 import jsonpatch
 import pytest
+from helpers import ENGINE
 
-from webhook.definitions import GVK, catalog_dir, read_documents
+from webhook.definitions import GVK, catalog_dir
+from webhook.documents import read_documents
 from webhook.mutation import plan
 from webhook.policy import parse_policy
 from webhook.registry import load_registry
@@ -68,9 +70,9 @@ def test_wrong_types_anywhere_give_warnings_not_exceptions(sample: Any) -> None:
     places = [p for p in _places(obj) if p and p[0] == "spec"]
     for path in rng.sample(places, min(25, len(places))):
         odd = _replace(obj, path, rng.choice(ODD))
-        full = resolve(karta, odd)
+        full = resolve(karta, odd, ENGINE)
         assert full.gpus >= 0
-        result = plan(resolve(karta, odd, full=False), POLICY, odd)
+        result = plan(resolve(karta, odd, ENGINE, full=False), POLICY, odd)
         patched = jsonpatch.apply_patch(odd, result.ops)
-        again = plan(resolve(karta, patched, full=False), POLICY, patched)
+        again = plan(resolve(karta, patched, ENGINE, full=False), POLICY, patched)
         assert again.ops == [], (path, again.ops)

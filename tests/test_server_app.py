@@ -28,7 +28,7 @@ from helpers import (
 )
 from prometheus_client import REGISTRY
 
-from webhook import handlers, server
+from webhook import handlers, logs, server
 from webhook.registry import State
 
 
@@ -189,12 +189,10 @@ def test_mutate_failure_allows_with_a_warning(client, monkeypatch) -> None:
 
 
 def test_validate_failure_denies(client, monkeypatch) -> None:
-    from webhook import validation
-
     def boom(*a: Any, **kw: Any) -> Any:
         raise RuntimeError("kaput")
 
-    monkeypatch.setattr(validation, "check", boom)
+    monkeypatch.setattr(handlers, "validate", boom)
     rv = review(load(JOBSET_KARTA), resource="kartas")
     r = answer(post(client, "/validate", rv))
     assert r["uid"] == rv["request"]["uid"] and r["allowed"] is False
@@ -254,11 +252,11 @@ def test_admission_log_line_is_json_with_fields(client, caplog) -> None:
         r for r in caplog.records if getattr(r, "fields", {}).get("uid") == rv["request"]["uid"]
     ]
     assert len(recs) == 1
-    line = json.loads(server.JsonFormatter().format(recs[0]))
+    line = json.loads(logs.JsonFormatter().format(recs[0]))
     for key in ("ts", "uid", "webhook", "kind", "namespace", "name", "operation", "outcome"):
         assert key in line
     assert line["ops"] > 0 and line["ms"] >= 0 and line["namespace"] == "research"
-    assert "\n" not in server.JsonFormatter().format(recs[0])
+    assert "\n" not in logs.JsonFormatter().format(recs[0])
 
 
 # --------------------------------------------------------------------------------- validate
@@ -314,7 +312,7 @@ def test_validate_does_not_judge_unchanged_or_leaving_kartas(client) -> None:
 
 
 def test_validate_uses_given_samples(state: State, tmp_path: Path) -> None:
-    from webhook.validation import SampleIndex
+    from webhook.samples import SampleIndex
 
     app = server.create_app(state, samples=SampleIndex.load([tmp_path]))  # no samples at all
     k = broken_karta()

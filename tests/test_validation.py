@@ -7,9 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import ENGINE
 
-from webhook.definitions import GVK, catalog_dir, parse, read_documents, samples_dir
-from webhook.validation import Report, SampleIndex, check
+from webhook.definitions import GVK, catalog_dir, parse, samples_dir
+from webhook.documents import read_documents
+from webhook.samples import SampleIndex
+from webhook.validation import Report, check
 
 ROOT = "spec.structureDefinition.rootComponent"
 CHILD = "spec.structureDefinition.childComponents[0]"
@@ -132,7 +135,7 @@ def add_child(d: dict[str, Any], name: str, owner: str | None) -> None:
 
 
 def run(d: Any, samples: Any = SAMPLES, **kw: Any) -> Report:
-    return check(d, samples, **kw)
+    return check(d, samples, ENGINE, **kw)
 
 
 def errors_at(r: Report, path: str) -> list[str]:
@@ -509,12 +512,12 @@ def test_typo_path_against_catalog_jobset_samples() -> None:
     (_, d), *_ = read_documents(catalog_dir() / "jobset.x-k8s.io-jobset-v1alpha2.yaml")
     samples = SampleIndex.load([samples_dir()]).for_gvk(JOBSET)
     assert samples
-    assert check(d, samples).ok
+    assert check(d, samples, ENGINE).ok
     d = copy.deepcopy(d)
     child(d)["specDefinition"]["podTemplateSpecPath"] = (
         ".spec.replicatedJob[].template.spec.template"
     )
-    r = check(d, samples)
+    r = check(d, samples, ENGINE)
     assert not r.ok
     assert errors_at(r, f"{CHILD}.specDefinition.podTemplateSpecPath")
 
@@ -815,7 +818,7 @@ def test_catalog_definition_passes_against_its_samples(path: Path) -> None:
         gvk = parse(doc, source).gvk
         assert gvk is not None
         samples = _index().for_gvk(gvk)
-        r = check(doc, samples, source=source)
+        r = check(doc, samples, ENGINE, source=source)
         assert r.ok, "\n".join(str(e) for e in r.errors)
         assert r.samples >= 1, f"no sample of {gvk} under catalog/samples"
 

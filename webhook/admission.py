@@ -99,6 +99,24 @@ def decode(body: bytes) -> Request:
     )
 
 
+def request_for(obj: Any, operation: str = "CREATE", uid: str = "offline") -> Request:
+    """The request the API server would send for ``obj`` (the CLI's way into the handlers)."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    return Request(
+        uid=uid,
+        operation=operation,
+        kind=GVK.of(obj),
+        resource={},
+        sub_resource="",
+        name=str(meta.get("name") or ""),
+        namespace=str(meta.get("namespace") or ""),
+        object=obj,
+        old_object=None,
+        dry_run=True,
+    )
+
+
 def encode(resp: Response) -> bytes:
     body: dict[str, Any] = {"uid": resp.uid, "allowed": resp.allowed}
     if resp.patch:

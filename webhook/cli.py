@@ -18,13 +18,17 @@ from typing import Any
 import jsonpatch
 import yaml
 
-from webhook import __version__
-from webhook.definitions import GVK, read_documents
-from webhook.errors import KartaError
-from webhook.handlers import mutate_object, nothing_found
+from webhook import __version__, describe
+from webhook.admission import request_for
+from webhook.definitions import GVK, is_karta, not_a_karta, samples_dir
+from webhook.documents import read_documents
+from webhook.errors import InputError, KartaError
+from webhook.handlers import mutate_object, validate
+from webhook.jqexpr import EVAL_TIMEOUT, Engine
 from webhook.policy import EMPTY, load_policy
 from webhook.registry import Registry, load_registry
-from webhook.workload import ComponentView, Workload, describe_json, resolve
+from webhook.samples import SampleIndex
+from webhook.workload import resolve
 
 EXIT_OK, EXIT_FINDING, EXIT_INPUT = 0, 1, 2
 
@@ -58,31 +62,25 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy) if args.policy else EMPTY
     registry = _registry(args)
     docs = read_documents(args.file)
+    engine = Engine()
     mutated: list[Any] = []
     patches: list[list[dict[str, Any]]] = []
     for source, doc in docs:
-        if not isinstance(doc, dict):
-            _err(f"{source}: not a Kubernetes object (a {type(doc).__name__}); left as is")
-            mutated.append(doc)
-            patches.append([])
-            continue
-        workload, result = mutate_object(registry, policy, doc)
-        if workload is None or result is None:
-            _err(
-                f"{source}: no definition for {GVK.of(doc) or 'an object without apiVersion/kind'}; left as is"
+        m = mutate_object(registry, policy, doc, engine) if isinstance(doc, dict) else None
+        if m is None:
+            what = (
+                f"no definition for {GVK.of(doc) or 'an object without apiVersion/kind'}"
+                if isinstance(doc, dict)
+                else f"not a Kubernetes object (a {type(doc).__name__})"
             )
+            _err(f"{source}: {what}; left as is")
             mutated.append(doc)
             patches.append([])
             continue
-        karta = registry.lookup(workload.gvk)
-        for w in (
-            *workload.warnings,
-            *(nothing_found(workload, karta) if karta else []),
-            *result.warnings,
-        ):
+        for w in m.warnings:
             _err(f"{source}: warning: {w}")
-        patches.append(result.ops)
-        mutated.append(jsonpatch.apply_patch(doc, result.ops) if result.ops else doc)
+        patches.append(m.ops)
+        mutated.append(jsonpatch.apply_patch(doc, m.ops) if m.ops else doc)
     if args.output == "patch":
         _print_json(patches[0] if len(patches) == 1 else patches)
     elif args.output == "json":
@@ -99,59 +97,22 @@ def cmd_mutate(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- describe
 
 
-def _tree_lines(w: Workload) -> list[str]:
-    lines = [
-        f"{w.gvk.kind} {w.namespace + '/' if w.namespace else ''}{w.name}",
-        f"  definition: {w.definition}",
-        f"  status:     {w.status}",
-        f"  gpus:       {w.gpus}",
-        "  components:",
-    ]
-    children: dict[str | None, list[ComponentView]] = {}
-    for c in w.components:
-        children.setdefault(c.owner, []).append(c)
-
-    def walk(owner: str | None, indent: str, seen: set[str]) -> None:
-        for c in children.get(owner, []):
-            if c.name in seen:
-                continue
-            kind = f" ({c.kind.kind})" if c.kind and c.kind.kind else ""
-            lines.append(f"{indent}- {c.name}{kind}")
-            for i in c.instances:
-                extra = ""
-                if i.min_replicas is not None or i.max_replicas is not None:
-                    extra = f" (min {i.min_replicas if i.min_replicas is not None else '-'}, max {i.max_replicas if i.max_replicas is not None else '-'})"
-                lines.append(
-                    f"{indent}    instance {i.id}: replicas {i.replicas}{extra}, gpus {i.gpus} ({i.gpus_per_pod}/pod)"
-                )
-            walk(c.name, indent + "    ", seen | {c.name})
-
-    walk(None, "    ", set())
-    listed = {ln.strip()[2:].split(" ")[0] for ln in lines if ln.strip().startswith("- ")}
-    for c in w.components:  # components whose owner chain is broken still show up
-        if c.name not in listed:
-            lines.append(f"    - {c.name} (owner {c.owner!r} not found)")
-    for warning in w.warnings:
-        lines.append(f"  warning: {warning}")
-    return lines
-
-
 def cmd_describe(args: argparse.Namespace) -> int:
     registry = _registry(args)
     docs = read_documents(args.file)
+    engine = Engine()
     views: list[dict[str, Any]] = []
     texts: list[str] = []
     code = EXIT_OK
     for source, doc in docs:
-        karta = registry.lookup(GVK.of(doc)) if isinstance(doc, dict) else None
+        karta = registry.lookup(GVK.of(doc))
         if karta is None:
-            what = GVK.of(doc) if isinstance(doc, dict) else None
-            _err(f"{source}: no definition for {what or 'an object without apiVersion/kind'}")
+            _err(f"{source}: no definition for {GVK.of(doc) or 'an object without apiVersion/kind'}")
             code = EXIT_FINDING
             continue
-        w = resolve(karta, doc)
-        views.append(describe_json(w))
-        texts.append("\n".join(_tree_lines(w)))
+        w = resolve(karta, doc, engine)
+        views.append(describe.as_json(w))
+        texts.append(describe.as_text(w))
     if args.output == "json":
         if len(docs) == 1 and views:
             _print_json(views[0])
@@ -179,10 +140,6 @@ def cmd_certs(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     """validate -f FILE|- [--samples DIR]... [--require-samples]: check every Karta in FILE
     (structure, jq, safety, and against the sample objects of its root kind)."""
-    from webhook.definitions import API_VERSION, KIND, samples_dir
-    from webhook.errors import InputError
-    from webhook.validation import SampleIndex, check
-
     dirs = [Path(d) for d in args.samples] if args.samples else [samples_dir()]
     for d in dirs if args.samples else []:
         if not d.exists():
@@ -194,49 +151,26 @@ def cmd_validate(args: argparse.Namespace) -> int:
     index = SampleIndex.load(dirs)
     for w in index.warnings:
         _err(f"warning: {w}")
+    engine = Engine()
     code = EXIT_OK
     for source, doc in docs:
-        if not (
-            isinstance(doc, dict)
-            and doc.get("apiVersion") == API_VERSION
-            and doc.get("kind") == KIND
-        ):
-            what = (
-                f"apiVersion {doc.get('apiVersion')!r}, kind {doc.get('kind')!r}"
-                if isinstance(doc, dict)
-                else f"a {type(doc).__name__}"
-            )
-            print(f"INVALID {source}: not a Karta ({what}; want {API_VERSION}, {KIND})")
+        if not is_karta(doc):
+            print(f"INVALID {source}: not a Karta ({not_a_karta(doc)})")
             code = EXIT_FINDING
             continue
-        report = check(doc, index.for_definition(doc), source=source)
-        for line in _validate_lines(report, args.require_samples, dirs):
-            print(line)
-        if not report.ok or (args.require_samples and report.samples == 0):
+        result = validate(
+            request_for(doc),
+            index,
+            (),
+            engine,
+            require_samples=args.require_samples,
+            source=source,
+        )
+        assert result.report is not None  # a Karta on CREATE is always checked
+        print("\n".join(result.report.lines()))
+        if not result.response.allowed:
             code = EXIT_FINDING
     return code
-
-
-def _validate_lines(report: Any, require_samples: bool, dirs: Sequence[Path]) -> list[str]:
-    name = report.name or report.source
-    gvk = f" ({report.gvk})" if report.gvk else ""  # (<group>/<version> <Kind>), as documented
-    errors = [f"  {e}" for e in report.errors]
-    warnings = [
-        w for w in report.warnings if not (report.samples == 0 and w.startswith("no sample"))
-    ]
-    if report.samples == 0 and require_samples:
-        where = ", ".join(str(d) for d in dirs)
-        errors.append(
-            f"  spec.structureDefinition.rootComponent.kind: no sample of "
-            f"{report.gvk or 'this kind'} found under {where} (--require-samples)"
-        )
-    if errors:
-        head = f"INVALID {name}"
-    elif report.samples:
-        head = f"OK {name}{gvk}: checked against {report.samples} sample(s)"
-    else:
-        head = f"OK {name}{gvk}: no samples found; checked structure and jq only"
-    return [head, *errors, *(f"  warning: {w}" for w in warnings)]
 
 
 # --------------------------------------------------------------------------- serve
@@ -286,18 +220,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     _prepare_metrics_dir()
 
-    from webhook import server
+    from webhook import logs, serving
     from webhook.registry import State
 
-    server.configure_logging()
+    logs.configure_logging()
     if args.tls_cert:
         cert, key = Path(args.tls_cert), Path(args.tls_key)
     else:
-        cert, key = server.dev_certificate(Path(args.certs_dir), args.port)
-    worker_start = [] if args.no_kube else [server.cluster_start(args.kubeconfig, cert)]
+        cert, key = serving.dev_certificate(Path(args.certs_dir), args.port)
+    worker_start = [] if args.no_kube else [serving.cluster_start(args.kubeconfig, cert)]
     state = State(args.catalog or [], args.policy, watch_cluster=not args.no_kube)
     try:
-        return server.run(
+        return serving.run(
             state,
             host=args.host,
             port=args.port,
@@ -429,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--validate-timeout",
         type=float,
-        default=2.0,
+        default=EVAL_TIMEOUT,
         metavar="SECONDS",
         help="bound on each evaluation of a Karta's jq by the validating webhook",
     )

@@ -3,8 +3,9 @@
 A definition is data from whoever may write a cluster-scoped CRD or a file: it is parsed into
 frozen dataclasses with every type problem reported as a :class:`FieldError` (JSON field
 names), unknown fields are kept in ``raw`` rather than rejected, and every jq expression is
-listed by :func:`jq_fields` so that the safety screen and the validator see all of them.
-Semantic rules (ownership, uniqueness, …) live in :mod:`webhook.validation`; this module only
+listed by :func:`jq_fields` so that the safety screen and the validator see all of them. Where
+each jq field sits is not spelled out here but read from :data:`webhook.fields.COMPONENT_FIELDS`.
+Semantic rules (ownership, uniqueness, …) live in :mod:`webhook.structure`; this module only
 turns a document into a model or says where its shape is wrong.
 """
 
@@ -14,29 +15,29 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import yaml
-
-from webhook.errors import DefinitionError, FieldError, InputError, join_path
-
-API_VERSION = "run.ai/v1alpha1"
-KIND = "Karta"
-GROUP = "run.ai"
-
-FRAGMENT_FIELDS = (
-    "schedulerNamePath",
-    "labelsPath",
-    "annotationsPath",
-    "resourcesPath",
-    "resourceClaimsPath",
-    "podAffinityPath",
-    "nodeAffinityPath",
-    "containersPath",
-    "containerPath",
-    "priorityClassNamePath",
-    "imagePath",
+from webhook import jqsyntax
+from webhook.documents import document_files, read_documents
+from webhook.errors import DefinitionError, FieldError, join_path
+from webhook.fields import (
+    BY_ROLE,
+    COMPONENT_FIELDS,
+    FRAGMENTED,
+    NESTED_FIELDS,
+    POD_SPEC,
+    TEMPLATE,
+    Field,
+    Role,
+    Subject,
 )
+from webhook.instructions import Instructions, parse_instructions
+from webhook.reader import Reader, type_name
+
+GROUP = "run.ai"
+VERSION = "v1alpha1"
+KIND = "Karta"
+API_VERSION = f"{GROUP}/{VERSION}"
 
 #: Status categories in upstream's evaluation order (first match wins for our single value).
 STATUS_ORDER = (
@@ -65,8 +66,10 @@ class GVK:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     @classmethod
-    def of(cls, obj: Mapping[str, Any]) -> GVK | None:
+    def of(cls, obj: Any) -> GVK | None:
         """The GVK of a Kubernetes object from its ``apiVersion`` and ``kind``."""
+        if not isinstance(obj, Mapping):
+            return None
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         if not isinstance(api_version, str) or not isinstance(kind, str) or not kind:
             return None
@@ -77,30 +80,28 @@ class GVK:
         return f"{self.group}/{self.version} {self.kind}"
 
 
-@dataclass(frozen=True)
-class SpecDefinition:
-    pod_template_spec_path: str | None = None
-    pod_spec_path: str | None = None
-    metadata_path: str | None = None
-    fragmented: Mapping[str, str] | None = None  # JSON field name -> jq, only the set ones
-
-    def patterns(self) -> list[str]:
-        """The spec-definition patterns set (upstream allows at most one)."""
-        found = []
-        if self.pod_template_spec_path:
-            found.append("podTemplateSpecPath")
-        if self.pod_spec_path:
-            found.append("podSpecPath")
-        if self.fragmented is not None:
-            found.append("fragmentedPodSpecDefinition")
-        return found
+def is_karta_kind(gvk: GVK | None) -> bool:
+    """A Karta of any version (``run.ai`` ``Karta``): what the Karta webhooks and the catalog
+    loader take; :func:`parse` then reads ``v1alpha1`` only."""
+    return gvk is not None and gvk.group == GROUP and gvk.kind == KIND
 
 
-@dataclass(frozen=True)
-class ScaleDefinition:
-    replicas_path: str | None = None
-    min_replicas_path: str | None = None
-    max_replicas_path: str | None = None
+def is_karta(doc: Any) -> bool:
+    """A document meant as a Karta definition (any version)."""
+    return is_karta_kind(GVK.of(doc))
+
+
+def not_a_karta(doc: Any) -> str:
+    """Why ``doc`` is not a Karta this version reads, in one phrase."""
+    if not isinstance(doc, Mapping):
+        return f"a {type_name(doc)}"
+    return (
+        f"apiVersion {doc.get('apiVersion')!r}, kind {doc.get('kind')!r}; "
+        f"want {API_VERSION}, {KIND}"
+    )
+
+
+# --------------------------------------------------------------------------- the model
 
 
 @dataclass(frozen=True)
@@ -112,16 +113,22 @@ class ConditionMatcher:
 
 @dataclass(frozen=True)
 class StatusMatcher:
+    field_path: str
     by_phase: str | None = None
     by_conditions: tuple[ConditionMatcher, ...] = ()
     by_expression: str | None = None
     expected_result: str | None = None
 
+    @property
+    def empty(self) -> bool:
+        """No clauses: it matches every object."""
+        return self.by_phase is None and not self.by_conditions and self.by_expression is None
+
 
 @dataclass(frozen=True)
 class StatusDefinition:
-    phase_path: str | None = None
-    conditions_path: str | None = None
+    """The parts of a status definition that are not jq fields of :data:`COMPONENT_FIELDS`."""
+
     type_field: str = "type"
     status_field: str = "status"
     message_field: str = "message"
@@ -140,13 +147,8 @@ class SuspendDefinition:
     suspend_actions: tuple[Action, ...] = ()
     resume_actions: tuple[Action, ...] = ()
 
-
-@dataclass(frozen=True)
-class PodSelector:
-    type_key_path: str | None = None
-    type_value: str | None = None
-    instance_id_path: str | None = None
-    replica_key_path: str | None = None
+    def groups(self) -> tuple[tuple[str, tuple[Action, ...]], ...]:
+        return (("suspendActions", self.suspend_actions), ("resumeActions", self.resume_actions))
 
 
 @dataclass(frozen=True)
@@ -155,12 +157,22 @@ class Component:
     field_path: str  # where it sits in the definition, for error messages
     kind: GVK | None = None
     owner_ref: str | None = None
-    spec: SpecDefinition | None = None
-    scale: ScaleDefinition | None = None
+    #: the jq of every :data:`COMPONENT_FIELDS` field that is set (non-empty)
+    exprs: Mapping[Role, str] = field(default_factory=dict)
+    #: the ``specDefinition`` patterns given (upstream allows one)
+    patterns: tuple[str, ...] = ()
     status: StatusDefinition | None = None
     suspend: SuspendDefinition | None = None
-    instance_id_path: str | None = None
-    pod_selector: PodSelector | None = None
+    #: ``podSelector.componentTypeSelector.value``
+    type_value: str | None = None
+
+    def expr(self, role: Role) -> str | None:
+        return self.exprs.get(role)
+
+    @property
+    def pattern(self) -> str | None:
+        """The spec pattern resolution follows: the first of template, pod spec, fragments."""
+        return self.patterns[0] if self.patterns else None
 
 
 @dataclass(frozen=True)
@@ -170,7 +182,7 @@ class Karta:
     root: Component
     children: tuple[Component, ...]
     additional_child_kinds: tuple[GVK, ...]
-    instructions: Mapping[str, Any]
+    instructions: Instructions
     raw: Mapping[str, Any] = field(repr=False, compare=False)
 
     @property
@@ -182,64 +194,28 @@ class Karta:
         return (self.root, *self.children)
 
 
-Subject = Literal["workload", "pod"]
-
-
 @dataclass(frozen=True)
 class JqField:
     """One jq expression of a definition: where it is, what it is for, what it runs on."""
 
     path: str  # JSON field path, e.g. spec.structureDefinition.rootComponent.instanceIdPath
     expr: str
-    subject: Subject
     component: str | None
-    role: str  # the JSON field name, e.g. "podTemplateSpecPath", "replicasPath"
+    field: Field
+
+    @property
+    def role(self) -> Role:
+        return self.field.role
+
+    @property
+    def subject(self) -> Subject:
+        return self.field.subject
 
 
 # --------------------------------------------------------------------------- parsing
 
 
-class _Reader:
-    """Typed access to a JSON-like document that records, not raises, shape errors."""
-
-    def __init__(self) -> None:
-        self.errors: list[FieldError] = []
-
-    def _typed(self, value: Any, path: str, want: type, what: str, required: bool) -> Any:
-        """``value`` when it is a ``want``; else None, with an error unless it is an absent
-        optional field."""
-        if value is None:
-            if required:
-                self.errors.append(FieldError(path, "required field is missing"))
-            return None
-        if not isinstance(value, want):
-            self.errors.append(FieldError(path, f"must be {what}, got {_type(value)}"))
-            return None
-        return value
-
-    def obj(self, value: Any, path: str, *, required: bool = False) -> dict[str, Any] | None:
-        return self._typed(value, path, dict, "an object", required)
-
-    def list(self, value: Any, path: str) -> list[Any]:
-        return self._typed(value, path, list, "a list", False) or []
-
-    def str(self, value: Any, path: str, *, required: bool = False) -> str | None:
-        return self._typed(value, path, str, "a string", required)
-
-
-def _type(value: Any) -> str:
-    return {
-        dict: "an object",
-        list: "a list",
-        str: "a string",
-        bool: "a boolean",
-        int: "a number",
-        float: "a number",
-        type(None): "null",
-    }.get(type(value), type(value).__name__)
-
-
-def _gvk(r: _Reader, value: Any, path: str) -> GVK | None:
+def _gvk(r: Reader, value: Any, path: str) -> GVK | None:
     d = r.obj(value, path)
     if d is None:
         return None
@@ -248,40 +224,34 @@ def _gvk(r: _Reader, value: Any, path: str) -> GVK | None:
     return GVK(group, version, kind)
 
 
-def _spec(r: _Reader, value: Any, path: str) -> SpecDefinition | None:
-    d = r.obj(value, path)
-    if d is None:
-        return None
-    fragmented: dict[str, str] | None = None
-    fpath = join_path(path, "fragmentedPodSpecDefinition")
-    fd = r.obj(d.get("fragmentedPodSpecDefinition"), fpath)
-    if fd is not None:
-        fragmented = {}
-        for name in FRAGMENT_FIELDS:
-            expr = r.str(fd.get(name), join_path(fpath, name))
-            if expr:
-                fragmented[name] = expr
-    return SpecDefinition(
-        pod_template_spec_path=r.str(
-            d.get("podTemplateSpecPath"), join_path(path, "podTemplateSpecPath")
-        )
-        or None,
-        pod_spec_path=r.str(d.get("podSpecPath"), join_path(path, "podSpecPath")) or None,
-        metadata_path=r.str(d.get("metadataPath"), join_path(path, "metadataPath")) or None,
-        fragmented=fragmented,
-    )
+def _scalar_text(value: Any) -> Any:
+    """A YAML scalar as the string a user means where upstream wants a string holding JSON
+    (``value: true``) or compares to jq's ``tostring`` (``expectedResult: true``)."""
+    return value if value is None or isinstance(value, str) else json.dumps(value)
 
 
-def _scale(r: _Reader, value: Any, path: str) -> ScaleDefinition | None:
-    d = r.obj(value, path)
-    if d is None:
-        return None
-    names = ("replicasPath", "minReplicasPath", "maxReplicasPath")
-    got = [r.str(d.get(n), join_path(path, n)) or None for n in names]
-    return ScaleDefinition(*got)
+def _exprs(r: Reader, d: Mapping[str, Any], path: str) -> dict[Role, str]:
+    """Every :data:`COMPONENT_FIELDS` field of a component, read at its place."""
+    out: dict[Role, str] = {}
+    for f in COMPONENT_FIELDS:
+        holder = r.at(d, f.at[:-1], path)
+        if holder is None:
+            continue
+        expr = r.str(holder.get(f.at[-1]), join_path(path, f.name), required=f.required)
+        if expr:
+            out[f.role] = expr
+    return out
 
 
-def _matcher(r: _Reader, value: Any, path: str) -> StatusMatcher | None:
+def _patterns(r: Reader, d: Mapping[str, Any], path: str, exprs: Mapping[Role, str]) -> tuple[str, ...]:
+    spec = r.at(d, ("specDefinition",), path) or {}
+    found = [p for p, role in ((TEMPLATE, Role.POD_TEMPLATE_SPEC), (POD_SPEC, Role.POD_SPEC)) if role in exprs]
+    if isinstance(spec.get(FRAGMENTED), dict):
+        found.append(FRAGMENTED)
+    return tuple(found)
+
+
+def _matcher(r: Reader, value: Any, path: str) -> StatusMatcher | None:
     d = r.obj(value, path)
     if d is None:
         return None
@@ -305,16 +275,13 @@ def _matcher(r: _Reader, value: Any, path: str) -> StatusMatcher | None:
     ed = r.obj(d.get("byExpression"), epath)
     if ed is not None:
         expression = r.str(ed.get("expression"), join_path(epath, "expression"), required=True)
-        expected = ed.get("expectedResult")
-        if expected is not None and not isinstance(expected, str):
-            # YAML turns `expectedResult: true` into a boolean; the comparison is on jq's
-            # `tostring`, so accept scalars the way a user means them.
-            expected = json.dumps(expected)
+        # YAML turns `expectedResult: true` into a boolean; the comparison is on jq's
+        # `tostring`, so accept scalars the way a user means them.
+        expected = _scalar_text(ed.get("expectedResult"))
         if expected is None:
-            r.errors.append(
-                FieldError(join_path(epath, "expectedResult"), "required field is missing")
-            )
+            r.missing(join_path(epath, "expectedResult"))
     return StatusMatcher(
+        field_path=path,
         by_phase=r.str(d.get("byPhase"), join_path(path, "byPhase")),
         by_conditions=tuple(conditions),
         by_expression=expression,
@@ -322,19 +289,12 @@ def _matcher(r: _Reader, value: Any, path: str) -> StatusMatcher | None:
     )
 
 
-def _status(r: _Reader, value: Any, path: str) -> StatusDefinition | None:
+def _status(r: Reader, value: Any, path: str) -> StatusDefinition | None:
     d = r.obj(value, path)
     if d is None:
         return None
-    phase_path = cond_path = None
-    ppath = join_path(path, "phaseDefinition")
-    pd = r.obj(d.get("phaseDefinition"), ppath)
-    if pd is not None:
-        phase_path = r.str(pd.get("path"), join_path(ppath, "path"), required=True)
     cpath = join_path(path, "conditionsDefinition")
     cd = r.obj(d.get("conditionsDefinition"), cpath) or {}
-    if cd:
-        cond_path = r.str(cd.get("path"), join_path(cpath, "path"), required=True)
 
     def name(key: str, default: str) -> str:
         return r.str(cd.get(key), join_path(cpath, key)) or default
@@ -345,17 +305,13 @@ def _status(r: _Reader, value: Any, path: str) -> StatusDefinition | None:
     for key, matchers in md.items():
         kpath = join_path(mpath, key)
         if key not in STATUS_ORDER:
-            r.errors.append(
-                FieldError(kpath, f"unknown status; expected one of {', '.join(STATUS_ORDER)}")
-            )
+            r.error(kpath, f"unknown status; expected one of {', '.join(STATUS_ORDER)}")
             continue
         parsed = [
             _matcher(r, m, join_path(kpath, i)) for i, m in enumerate(r.list(matchers, kpath))
         ]
         mappings[key] = tuple(m for m in parsed if m is not None)
     return StatusDefinition(
-        phase_path=phase_path,
-        conditions_path=cond_path,
         type_field=name("typeFieldName", "type"),
         status_field=name("statusFieldName", "status"),
         message_field=name("messageFieldName", "message"),
@@ -364,7 +320,7 @@ def _status(r: _Reader, value: Any, path: str) -> StatusDefinition | None:
     )
 
 
-def _actions(r: _Reader, value: Any, path: str) -> tuple[Action, ...]:
+def _actions(r: Reader, value: Any, path: str) -> tuple[Action, ...]:
     out = []
     for i, a in enumerate(r.list(value, path)):
         ipath = join_path(path, i)
@@ -372,18 +328,16 @@ def _actions(r: _Reader, value: Any, path: str) -> tuple[Action, ...]:
         if ad is None:
             continue
         apath = r.str(ad.get("path"), join_path(ipath, "path"), required=True) or ""
-        raw_value = ad.get("value")
+        # Upstream types `value` as a string holding JSON; YAML users write `value: true`.
+        raw_value = _scalar_text(ad.get("value"))
         if raw_value is None:
-            r.errors.append(FieldError(join_path(ipath, "value"), "required field is missing"))
+            r.missing(join_path(ipath, "value"))
             raw_value = ""
-        elif not isinstance(raw_value, str):
-            # Upstream types `value` as a string holding JSON; YAML users write `value: true`.
-            raw_value = json.dumps(raw_value)
         out.append(Action(apath, raw_value))
     return tuple(out)
 
 
-def _suspend(r: _Reader, value: Any, path: str) -> SuspendDefinition | None:
+def _suspend(r: Reader, value: Any, path: str) -> SuspendDefinition | None:
     d = r.obj(value, path)
     if d is None:
         return None
@@ -393,65 +347,35 @@ def _suspend(r: _Reader, value: Any, path: str) -> SuspendDefinition | None:
     )
 
 
-def _selector(r: _Reader, value: Any, path: str) -> PodSelector | None:
-    d = r.obj(value, path)
-    if d is None:
-        return None
-    tpath, ipath, rpath = (
-        join_path(path, k)
-        for k in ("componentTypeSelector", "componentInstanceSelector", "replicaSelector")
-    )
-    td = r.obj(d.get("componentTypeSelector"), tpath) or {}
-    idd = r.obj(d.get("componentInstanceSelector"), ipath) or {}
-    rd = r.obj(d.get("replicaSelector"), rpath) or {}
-    type_value = td.get("value")
-    if type_value is not None and not isinstance(type_value, str):
-        type_value = json.dumps(type_value)
-    return PodSelector(
-        type_key_path=r.str(td.get("keyPath"), join_path(tpath, "keyPath"), required=bool(td)),
-        type_value=type_value,
-        instance_id_path=r.str(idd.get("idPath"), join_path(ipath, "idPath"), required=bool(idd)),
-        replica_key_path=r.str(rd.get("keyPath"), join_path(rpath, "keyPath"), required=bool(rd)),
-    )
-
-
-def _component(r: _Reader, value: Any, path: str) -> Component | None:
+def _component(r: Reader, value: Any, path: str) -> Component | None:
     d = r.obj(value, path, required=True)
     if d is None:
         return None
+    exprs = _exprs(r, d, path)
+    selector = r.at(d, ("podSelector", "componentTypeSelector"), path) or {}
     return Component(
         name=r.str(d.get("name"), join_path(path, "name"), required=True) or "",
         field_path=path,
         kind=_gvk(r, d.get("kind"), join_path(path, "kind")),
         owner_ref=r.str(d.get("ownerRef"), join_path(path, "ownerRef")),
-        spec=_spec(r, d.get("specDefinition"), join_path(path, "specDefinition")),
-        scale=_scale(r, d.get("scaleDefinition"), join_path(path, "scaleDefinition")),
+        exprs=exprs,
+        patterns=_patterns(r, d, path, exprs),
         status=_status(r, d.get("statusDefinition"), join_path(path, "statusDefinition")),
         suspend=_suspend(r, d.get("suspendDefinition"), join_path(path, "suspendDefinition")),
-        instance_id_path=r.str(d.get("instanceIdPath"), join_path(path, "instanceIdPath")) or None,
-        pod_selector=_selector(r, d.get("podSelector"), join_path(path, "podSelector")),
+        type_value=_scalar_text(selector.get("value")),
     )
 
 
 def parse(doc: Any, source: str = "<input>") -> Karta:
     """Parse one Karta document into the model; raise :class:`DefinitionError` listing every
     shape problem. This checks shape only; :func:`load_definition` adds the safety screen."""
-    r = _Reader()
+    r = Reader()
     if not isinstance(doc, dict):
         raise DefinitionError(
-            source, [FieldError("", f"a Karta must be an object, got {_type(doc)}")]
+            source, [FieldError("", f"a Karta must be an object, got {type_name(doc)}")]
         )
     if doc.get("apiVersion") != API_VERSION or doc.get("kind") != KIND:
-        raise DefinitionError(
-            source,
-            [
-                FieldError(
-                    "",
-                    f"not a Karta: apiVersion {doc.get('apiVersion')!r}, kind {doc.get('kind')!r} "
-                    f"(want {API_VERSION!r}, {KIND!r})",
-                )
-            ],
-        )
+        raise DefinitionError(source, [FieldError("", f"not a Karta: {not_a_karta(doc)}")])
     meta = r.obj(doc.get("metadata"), "metadata") or {}
     name = r.str(meta.get("name"), "metadata.name", required=True) or ""
     spec = r.obj(doc.get("spec"), "spec", required=True) or {}
@@ -468,8 +392,8 @@ def parse(doc: Any, source: str = "<input>") -> Karta:
         _gvk(r, g, join_path(apath, i))
         for i, g in enumerate(r.list(sd.get("additionalChildKinds"), apath))
     ]
-    instructions = (
-        r.obj(spec.get("optimizationInstructions"), "spec.optimizationInstructions") or {}
+    instructions = parse_instructions(
+        r, spec.get("optimizationInstructions"), "spec.optimizationInstructions"
     )
     if r.errors or root is None:
         raise DefinitionError(source, r.errors)
@@ -485,117 +409,37 @@ def parse(doc: Any, source: str = "<input>") -> Karta:
 
 
 def jq_fields(karta: Karta) -> Iterator[JqField]:
-    """Every jq expression in the definition, with its JSON field path."""
+    """Every jq expression in the definition, with its JSON field path: each component's
+    :data:`COMPONENT_FIELDS` in table order, its status matchers' and suspend actions'
+    expressions, then the pod-group instructions'."""
     for c in karta.components:
-        p = c.field_path
-
-        def f(
-            path: str,
-            expr: str | None,
-            role: str,
-            subject: Subject = "workload",
-            comp: Component = c,
-        ) -> Iterator[JqField]:
+        for f in COMPONENT_FIELDS:
+            expr = c.exprs.get(f.role)
             if expr:
-                yield JqField(path, expr, subject, comp.name, role)
-
-        yield from f(join_path(p, "instanceIdPath"), c.instance_id_path, "instanceIdPath")
-        if c.spec:
-            sp = join_path(p, "specDefinition")
-            yield from f(
-                join_path(sp, "podTemplateSpecPath"),
-                c.spec.pod_template_spec_path,
-                "podTemplateSpecPath",
-            )
-            yield from f(join_path(sp, "podSpecPath"), c.spec.pod_spec_path, "podSpecPath")
-            yield from f(join_path(sp, "metadataPath"), c.spec.metadata_path, "metadataPath")
-            for name, expr in (c.spec.fragmented or {}).items():
-                yield from f(
-                    join_path(join_path(sp, "fragmentedPodSpecDefinition"), name), expr, name
-                )
-        if c.scale:
-            sp = join_path(p, "scaleDefinition")
-            yield from f(join_path(sp, "replicasPath"), c.scale.replicas_path, "replicasPath")
-            yield from f(
-                join_path(sp, "minReplicasPath"), c.scale.min_replicas_path, "minReplicasPath"
-            )
-            yield from f(
-                join_path(sp, "maxReplicasPath"), c.scale.max_replicas_path, "maxReplicasPath"
-            )
-        if c.status:
-            sp = join_path(p, "statusDefinition")
-            yield from f(
-                join_path(sp, "phaseDefinition.path"), c.status.phase_path, "phaseDefinition.path"
-            )
-            yield from f(
-                join_path(sp, "conditionsDefinition.path"),
-                c.status.conditions_path,
-                "conditionsDefinition.path",
-            )
-            for key, matchers in c.status.mappings.items():
-                for i, m in enumerate(matchers):
-                    mp = join_path(join_path(join_path(sp, "statusMappings"), key), i)
-                    yield from f(
-                        join_path(mp, "byExpression.expression"),
-                        m.by_expression,
-                        "byExpression.expression",
-                    )
-        if c.suspend:
-            sp = join_path(p, "suspendDefinition")
-            for group, actions in (
-                ("suspendActions", c.suspend.suspend_actions),
-                ("resumeActions", c.suspend.resume_actions),
-            ):
-                for i, a in enumerate(actions):
-                    yield from f(
-                        join_path(join_path(join_path(sp, group), i), "path"),
-                        a.path,
-                        "suspendAction.path",
-                    )
-        if c.pod_selector:
-            sp = join_path(p, "podSelector")
-            s = c.pod_selector
-            yield from f(
-                join_path(sp, "componentTypeSelector.keyPath"),
-                s.type_key_path,
-                "componentTypeSelector.keyPath",
-                "pod",
-            )
-            yield from f(
-                join_path(sp, "componentInstanceSelector.idPath"),
-                s.instance_id_path,
-                "componentInstanceSelector.idPath",
-                "pod",
-            )
-            yield from f(
-                join_path(sp, "replicaSelector.keyPath"),
-                s.replica_key_path,
-                "replicaSelector.keyPath",
-                "pod",
-            )
-    yield from _instruction_fields(karta.instructions)
-
-
-def _instruction_fields(instructions: Mapping[str, Any]) -> Iterator[JqField]:
-    """The pod-side jq of ``gangScheduling.podGroups[].members[]`` (groupByKeyPaths, filters)."""
-    gang = instructions.get("gangScheduling")
-    if not isinstance(gang, dict):
-        return
-    base = "spec.optimizationInstructions.gangScheduling.podGroups"
-    groups = gang.get("podGroups")
-    for gi, group in enumerate(groups if isinstance(groups, list) else []):
-        members = group.get("members") if isinstance(group, dict) else None
-        for mi, member in enumerate(members if isinstance(members, list) else []):
-            if not isinstance(member, dict):
-                continue
-            mp = f"{base}[{gi}].members[{mi}]"
-            for key in ("groupByKeyPaths", "filters"):
-                exprs = member.get(key)
-                for ei, expr in enumerate(exprs if isinstance(exprs, list) else []):
-                    if isinstance(expr, str) and expr:
+                yield JqField(join_path(c.field_path, f.name), expr, c.name, f)
+        if c.status is not None:
+            for matchers in c.status.mappings.values():
+                for m in matchers:
+                    if m.by_expression:
                         yield JqField(
-                            f"{mp}.{key}[{ei}]", expr, "pod", member.get("componentName"), key
+                            join_path(m.field_path, "byExpression.expression"),
+                            m.by_expression,
+                            c.name,
+                            NESTED_FIELDS[Role.STATUS_EXPRESSION],
                         )
+        if c.suspend is not None:
+            sp = join_path(c.field_path, "suspendDefinition")
+            for group, actions in c.suspend.groups():
+                for i, a in enumerate(actions):
+                    if a.path:
+                        yield JqField(
+                            join_path(join_path(join_path(sp, group), i), "path"),
+                            a.path,
+                            c.name,
+                            NESTED_FIELDS[Role.SUSPEND_ACTION],
+                        )
+    for path, expr, component, role in karta.instructions.jq():
+        yield JqField(path, expr, component, BY_ROLE[role])
 
 
 def root_gvk(doc: Any) -> GVK | None:
@@ -617,76 +461,24 @@ def root_gvk(doc: Any) -> GVK | None:
 # --------------------------------------------------------------------------- loading
 
 
+def screen_errors(karta: Karta) -> list[FieldError]:
+    """The safety screen's reasons against every jq expression, at their fields."""
+    return [
+        FieldError(f.path, reason) for f in jq_fields(karta) for reason in jqsyntax.screen(f.expr)
+    ]
+
+
 def load_definition(doc: Any, source: str) -> Karta:
     """Parse a definition and apply the safety screen to every jq expression in it.
 
     The screen runs wherever a definition is loaded (files, catalog, cluster): an expression
     that could read the environment or files never reaches an evaluator.
     """
-    from webhook import jqexpr  # the jq engine depends on nothing here; keep the edge explicit
-
     karta = parse(doc, source)
-    errors = [
-        FieldError(f.path, reason) for f in jq_fields(karta) for reason in jqexpr.screen(f.expr)
-    ]
+    errors = screen_errors(karta)
     if errors:
         raise DefinitionError(source, errors)
     return karta
-
-
-def read_documents(path: Path | str) -> list[tuple[str, Any]]:
-    """Every YAML/JSON document in a file (``-`` is standard input), with a source label
-    ``file#index`` for error messages. Empty documents are dropped."""
-    import sys
-
-    name = str(path)
-    try:
-        text = sys.stdin.read() if name == "-" else Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{name}: cannot read: {getattr(e, 'strerror', None) or e}") from e
-    label = "<stdin>" if name == "-" else name
-    return parse_documents(text, label)
-
-
-class _JsonLoader(yaml.SafeLoader):
-    """YAML as the API server reads it: a document becomes JSON, so values JSON has no type
-    for stay text — an unquoted ``2024-01-01`` is the string kubectl would send, not a
-    ``date`` that would break every JSON encoder downstream (the jq sandbox, ``-o json``)."""
-
-
-_JsonLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-for _tag in ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:binary"):
-    _JsonLoader.add_constructor(_tag, yaml.SafeLoader.construct_yaml_str)
-
-
-def parse_documents(text: str, label: str) -> list[tuple[str, Any]]:
-    """Split YAML (a superset of JSON) into documents; errors name the file and line."""
-    try:
-        docs = list(yaml.load_all(text, Loader=_JsonLoader))  # a SafeLoader subclass
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise InputError(f"{label}: not valid YAML/JSON{where}: {problem}") from e
-    out = []
-    for i, doc in enumerate(docs):
-        if doc is None:
-            continue
-        source = label if len(docs) == 1 else f"{label}#{i}"
-        out.append((source, doc))
-    return out
-
-
-def yaml_files(directory: Path) -> list[Path]:
-    """YAML/JSON files under a directory, recursively, sorted for a stable order."""
-    return sorted(p for p in directory.rglob("*") if _is_document_file(p))
-
-
-def _is_document_file(p: Path) -> bool:
-    return p.is_file() and p.suffix.lower() in (".yaml", ".yml", ".json")
 
 
 def load_files(paths: Iterable[Path | str], *, recursive: bool = False) -> list[Karta]:
@@ -694,22 +486,10 @@ def load_files(paths: Iterable[Path | str], *, recursive: bool = False) -> list[
     unless ``recursive``; non-Karta documents are skipped). Raises on the first bad file with
     all its errors, since a half-loaded catalog would silently stop mutating a kind."""
     kartas: list[Karta] = []
-    for p in paths:
-        p = Path(p)
-        if p.is_dir():
-            files = yaml_files(p) if recursive else sorted(filter(_is_document_file, p.iterdir()))
-        elif p.exists() or str(p) == "-":
-            files = [p]
-        else:
-            raise InputError(f"{p}: no such file or directory")
-        for f in files:
-            for source, doc in read_documents(f):
-                if (
-                    isinstance(doc, dict)
-                    and doc.get("kind") == KIND
-                    and str(doc.get("apiVersion", "")).startswith(GROUP + "/")
-                ):
-                    kartas.append(load_definition(doc, source))
+    for f in document_files([Path(p) for p in paths], recursive=recursive):
+        for source, doc in read_documents(f):
+            if is_karta(doc):
+                kartas.append(load_definition(doc, source))
     return kartas
 
 

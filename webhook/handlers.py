@@ -1,33 +1,54 @@
-"""Admission handlers: :class:`~webhook.admission.Request` in, :class:`~webhook.admission.Response` out.
+"""Admission handlers: :class:`~webhook.admission.Request` in, a result with its
+:class:`~webhook.admission.Response` out.
 
-The HTTP server and the CLI both call these; neither holds logic of its own. Handlers never
-raise on bad objects: the mutating webhook must not block a workload because it could not read
-it, so trouble becomes a warning on an allowed, unchanged request.
+The HTTP server and the CLI both call these and hold no admission logic of their own: which
+requests are judged, which samples a definition is checked against, how a finding becomes a
+denial. Handlers never raise on bad objects: the mutating webhook must not block a workload
+because it could not read it, so trouble becomes a warning on an allowed, unchanged request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook import definitions, jqexpr
 from webhook.admission import Request, Response
-from webhook.definitions import GVK
-from webhook.mutation import Plan, plan
+from webhook.definitions import GVK, Karta, is_karta_kind
+from webhook.errors import FieldError
+from webhook.jqexpr import Engine
+from webhook.mutation import plan
 from webhook.policy import Policy
 from webhook.registry import Registry
+from webhook.samples import SampleIndex
+from webhook.validation import Report, check
 from webhook.workload import Workload, resolve
 
 INDEX_LABELS = ("run.ai/karta-group", "run.ai/karta-version", "run.ai/karta-kind")
+_ROOT_KIND = "spec.structureDefinition.rootComponent.kind"
 
 
 @dataclass(frozen=True)
-class MutateResult:
+class Result:
+    """What a handler answered, and what the server counts and logs about it."""
+
     response: Response
-    kind: str  # for logs and metrics: the object's Kind, or "" when unknown
-    outcome: str  # "patched" | "unchanged" | "skipped" | "error"
-    ops: int
+    kind: str  # the object's Kind, or "" when unknown
+    outcome: str  # "patched" | "unchanged" | "skipped" | "error" | "allowed" | "denied"
+    ops: int = 0
+    report: Report | None = None  # /validate: the check's report, when one ran
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One object resolved and planned: the workload, the patch and every warning."""
+
+    karta: Karta
+    workload: Workload
+    ops: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+    templates_mutated: int = 0
 
 
 def object_gvk(req: Request) -> GVK | None:
@@ -36,52 +57,51 @@ def object_gvk(req: Request) -> GVK | None:
     return gvk or req.kind
 
 
-def mutate_object(
-    registry: Registry, policy: Policy, obj: Mapping[str, Any]
-) -> tuple[Workload | None, Plan | None]:
-    """Resolve and plan one object; (None, None) when its kind has no definition."""
-    karta = registry.lookup(GVK.of(obj))
-    if karta is None:
-        return None, None
-    workload = resolve(karta, obj, full=False)
-    return workload, plan(workload, policy, obj)
-
-
-def nothing_found(w: Workload, karta: definitions.Karta) -> list[str]:
+def nothing_found(w: Workload, karta: Karta) -> list[str]:
     """Warnings for components whose definition paths found no pod template on this object."""
     out = []
     for comp, view in zip(karta.components, w.components, strict=True):
-        if comp.spec is not None and comp.spec.patterns() and not view.instances:
+        if comp.patterns and not view.instances:
             out.append(f"component {comp.name!r}: no pod template found on this object")
     return out
 
 
-def mutate(req: Request, registry: Registry, policy: Policy) -> MutateResult:
+def mutate_object(
+    registry: Registry, policy: Policy, obj: Mapping[str, Any], engine: Engine
+) -> Mutation | None:
+    """Resolve and plan one object; None when its kind has no definition."""
+    karta = registry.lookup(GVK.of(obj))
+    if karta is None:
+        return None
+    workload = resolve(karta, obj, engine, full=False)
+    result = plan(workload, policy, obj)
+    warnings = [*workload.warnings, *nothing_found(workload, karta), *result.warnings]
+    return Mutation(karta, workload, result.ops, warnings, result.templates_mutated)
+
+
+def mutate(req: Request, registry: Registry, policy: Policy, engine: Engine) -> Result:
     resp = Response(uid=req.uid)
     gvk = object_gvk(req)
     kind = gvk.kind if gvk else ""
     if req.operation not in ("CREATE", "UPDATE") or not isinstance(req.object, Mapping):
-        return MutateResult(resp, kind, "skipped", 0)
-    if gvk is not None and gvk.group == definitions.GROUP and gvk.kind == definitions.KIND:
+        return Result(resp, kind, "skipped")
+    if is_karta_kind(gvk):
         ops = stamp_index_labels(req.object)
         resp.patch = ops or None
-        return MutateResult(resp, kind, "patched" if ops else "unchanged", len(ops))
-    karta = registry.lookup(gvk)
-    if karta is None or req.operation not in policy.operations:
-        return MutateResult(resp, kind, "skipped", 0)
+        return Result(resp, kind, "patched" if ops else "unchanged", len(ops))
+    if registry.lookup(gvk) is None or req.operation not in policy.operations:
+        return Result(resp, kind, "skipped")
     try:
-        workload = resolve(karta, req.object, full=False)
-        result = plan(workload, policy, req.object)
+        m = mutate_object(registry, policy, req.object, engine)
     except Exception as e:  # a definition meeting an object it cannot read must not block it
         resp.warnings.append(f"karta-webhook: {kind} not mutated: {type(e).__name__}: {e}")
-        return MutateResult(resp, kind, "error", 0)
-    resp.warnings.extend(
-        f"karta-webhook: {w}"
-        for w in (*workload.warnings, *nothing_found(workload, karta), *result.warnings)
-    )
-    resp.patch = result.ops or None
-    resp.audit["mutated-templates"] = str(result.templates_mutated)
-    return MutateResult(resp, kind, "patched" if result.ops else "unchanged", len(result.ops))
+        return Result(resp, kind, "error")
+    if m is None:  # the object names another kind than the request: nothing to do
+        return Result(resp, kind, "skipped")
+    resp.warnings.extend(f"karta-webhook: {w}" for w in m.warnings)
+    resp.patch = m.ops or None
+    resp.audit["mutated-templates"] = str(m.templates_mutated)
+    return Result(resp, kind, "patched" if m.ops else "unchanged", len(m.ops))
 
 
 def stamp_index_labels(karta_obj: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -103,3 +123,113 @@ def stamp_index_labels(karta_obj: Mapping[str, Any]) -> list[dict[str, Any]]:
         for k, v in wanted.items()
         if labels.get(k) != v
     ]
+
+
+# --------------------------------------------------------------------------- validate
+
+
+def _name(req: Request) -> str:
+    meta = req.object.get("metadata") if isinstance(req.object, Mapping) else None
+    return req.name or (str(meta.get("name") or "") if isinstance(meta, Mapping) else "")
+
+
+def unchanged_or_leaving(req: Request) -> bool:
+    """UPDATEs that must not be judged by today's rules: a Karta being deleted (removing its
+    finalizers must never be blocked), a subresource, or one whose ``spec`` did not change
+    (labels, annotations, status). Otherwise a definition admitted by an older release or
+    before its samples changed could never be touched again."""
+    if req.operation != "UPDATE":
+        return False
+    if req.sub_resource:
+        return True
+    obj, old = req.object, req.old_object
+    if not isinstance(obj, Mapping) or not isinstance(old, Mapping):
+        return False
+    meta = obj.get("metadata")
+    if isinstance(meta, Mapping) and meta.get("deletionTimestamp"):
+        return True
+    return "spec" in old and obj.get("spec") == old.get("spec")
+
+
+def validate(
+    req: Request,
+    samples: SampleIndex,
+    conflicts: Sequence[Mapping[str, Any]],
+    engine: Engine,
+    *,
+    timeout: float = jqexpr.EVAL_TIMEOUT,
+    require_samples: bool = False,
+    source: str | None = None,
+) -> Result:
+    """Judge a Karta on CREATE and on an UPDATE that changes its spec: the check against the
+    samples of its root kind, plus one Karta per root group/version/kind among ``conflicts``
+    (the other Kartas the cluster has). Anything else is ``skipped`` (allowed); with
+    ``require_samples`` a definition no sample was checked against is denied. ``source``
+    names the definition in the report (default: ``Karta "<name>"``)."""
+    resp = Response(uid=req.uid)
+    gvk = object_gvk(req)
+    kind = gvk.kind if gvk else ""
+    if req.operation not in ("CREATE", "UPDATE") or not is_karta_kind(gvk):
+        return Result(resp, kind, "skipped")
+    if unchanged_or_leaving(req):
+        return Result(resp, kind, "skipped")
+    if not isinstance(req.object, Mapping):
+        resp.allowed = False
+        resp.code, resp.reason = 400, "BadRequest"
+        resp.message = "request.object is not a Karta object"
+        return Result(resp, kind, "denied")
+    name = _name(req)
+    report = check(
+        req.object,
+        samples.for_definition(req.object),
+        engine,
+        source=source or f'Karta "{name}"',
+        timeout=timeout,
+    )
+    extra: list[FieldError] = []
+    if require_samples and report.samples == 0:
+        where = ", ".join(samples.sources)
+        extra.append(
+            FieldError(
+                _ROOT_KIND,
+                f"no sample of {report.gvk or 'this kind'} found under {where} (--require-samples)",
+            )
+        )
+    conflict = conflicting_karta(req.object, conflicts)
+    if conflict:
+        extra.append(FieldError("", conflict))
+    if extra:
+        report = replace(report, errors=[*report.errors, *extra])
+    resp.warnings.extend(f"karta-webhook: {w}" for w in report.warnings)
+    if report.ok:
+        return Result(resp, kind, "allowed", report=report)
+    resp.allowed = False
+    resp.code, resp.reason = 422, "Invalid"
+    resp.message = report.denial(name)
+    return Result(resp, kind, "denied", report=report)
+
+
+def _meta_name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
+
+
+def conflicting_karta(
+    obj: Mapping[str, Any], existing: Sequence[Mapping[str, Any]]
+) -> str | None:
+    """The error for a Karta whose root group/version/kind another Karta (by name) already
+    defines, else None. A Karta never collides with itself (an update), and the same group and
+    kind at another version is a different definition. Best effort, as upstream's: two creates
+    racing can both pass; the cluster sync then keeps the older one and logs the other."""
+    gvk = definitions.root_gvk(obj)
+    if gvk is None:
+        return None
+    name = _meta_name(obj)
+    for other in existing:
+        other_name = _meta_name(other)
+        if other_name != name and definitions.root_gvk(other) == gvk:
+            return (
+                f"a Karta for group {gvk.group!r} version {gvk.version!r} kind {gvk.kind!r} already "
+                f"exists ({other_name!r}); only one Karta per group/version/kind is allowed"
+            ).replace("'", '"')
+    return None

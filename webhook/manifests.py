@@ -12,13 +12,12 @@ import base64
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from webhook.definitions import GROUP, GVK, KIND
+from webhook.definitions import GROUP, GVK, VERSION, is_karta_kind
 
 NAME = "karta-webhook"  # configurations, Service and ServiceAccount share it
 WORKLOAD_WEBHOOK = "workloads.karta-webhook.run.ai"
 KARTA_WEBHOOK = "kartas.karta-webhook.run.ai"
 KARTA_RESOURCE = "kartas"
-KARTA_VERSION = "v1alpha1"
 DEFAULT_NAMESPACE = "karta-system"
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": NAME}
 
@@ -54,10 +53,6 @@ def default_scope(gvk: GVK) -> str:
     return "Namespaced"
 
 
-def is_karta(gvk: GVK) -> bool:
-    return gvk.group == GROUP and gvk.kind == KIND
-
-
 def webhook_rules(
     kinds: Iterable[GVK],
     plural: Callable[[GVK], str],
@@ -74,7 +69,7 @@ def webhook_rules(
     """
     by_gv: dict[tuple[str, str], dict[str, str | None]] = {}
     for gvk in kinds:
-        if is_karta(gvk) or not gvk.kind:
+        if is_karta_kind(gvk) or not gvk.kind:
             continue
         resource = plural(gvk)
         if not resource or "/" in resource:
@@ -115,7 +110,7 @@ def _karta_rules() -> list[dict[str, Any]]:
     return [
         {
             "apiGroups": [GROUP],
-            "apiVersions": [KARTA_VERSION],
+            "apiVersions": [VERSION],
             "resources": [KARTA_RESOURCE],
             "operations": ["CREATE", "UPDATE"],
             "scope": "Cluster",

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook import jqexpr
+from webhook.fields import INJECTABLES
 from webhook.jqexpr import Path_
-from webhook.policy import Policy, Rule, label_value_errors, render, scheduler_name_errors
-from webhook.workload import ComponentView, Instance, Slot, Workload
+from webhook.policy import Policy, Rule, render
+from webhook.workload import ComponentView, Instance, Workload
 
 
 @dataclass(frozen=True)
@@ -143,56 +144,28 @@ def plan(w: Workload, policy: Policy, obj: Mapping[str, Any]) -> Plan:
 def _apply(
     rule: Rule, w: Workload, c: ComponentView, inst: Instance, patch: _Patch, warnings: list[str]
 ) -> None:
+    """Everything ``rule`` sets on one instance, injectable by injectable (in table order):
+    a map's keys inside the map at its slot, a single value at its slot."""
     where = f"rule {rule.name!r}, component {c.name!r}, instance {inst.id!r}"
     values = _variables(w, c, inst)
-    for kind, slot, pairs in (
-        ("label", inst.labels, rule.labels),
-        ("annotation", inst.annotations, rule.annotations),
-    ):
-        if not pairs:
+    for inj in INJECTABLES:
+        entries = rule.entries(inj)
+        if not entries:
             continue
+        slot = inst.slots.get(inj.key)
         if slot is None:
-            warnings.append(f"{where}: the definition gives no place for {kind}s; skipped")
+            warnings.append(f"{where}: the definition gives no place for {inj.key}; skipped")
             continue
-        for key, template in pairs:
+        for key, template in entries:
             value = render(template, values)
-            if kind == "label" and label_value_errors(value):
-                warnings.append(
-                    f"{where}: label {key}={value!r} is not a valid label value; skipped"
-                )
+            if inj.check_value(value):
+                shown = f"{inj.noun} {key}={value!r}" if key else f"{inj.noun} {value!r}"
+                warnings.append(f"{where}: {shown} {inj.invalid}; skipped")
                 continue
-            _set(patch, slot, key, value, rule.overwrite, where, warnings)
-    if rule.scheduler_name:
-        slot = inst.scheduler_name
-        if slot is None:
-            warnings.append(f"{where}: the definition gives no place for schedulerName; skipped")
-            return
-        value = render(rule.scheduler_name, values)
-        if scheduler_name_errors(value):
-            warnings.append(
-                f"{where}: schedulerName {value!r} is not a valid scheduler name; skipped"
-            )
-            return
-        _set(
-            patch,
-            Slot(slot.path[:-1], slot.base, slot.anchor),
-            str(slot.path[-1]),
-            value,
-            rule.overwrite,
-            where,
-            warnings,
-        )
-
-
-def _set(
-    patch: _Patch,
-    slot: Slot,
-    key: str,
-    value: str,
-    overwrite: bool,
-    where: str,
-    warnings: list[str],
-) -> None:
-    why = patch.set(slot.path, slot.base, key, value, overwrite, slot.anchor)
-    if why:
-        warnings.append(f"{where}: cannot set {key}: {why}; skipped")
+            if key is not None:  # a key of the map at the slot
+                container, name = slot.path, key
+            else:  # the slot is the field itself
+                container, name = slot.path[:-1], str(slot.path[-1])
+            why = patch.set(container, slot.base, name, value, rule.overwrite, slot.anchor)
+            if why:
+                warnings.append(f"{where}: cannot set {name}: {why}; skipped")

@@ -23,19 +23,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from webhook.definitions import GVK, read_documents
+from webhook.definitions import GVK
+from webhook.documents import read_documents
 from webhook.errors import FieldError, InputError
+from webhook.fields import INJECTABLES, Injectable
 
 VARIABLES = ("workload.name", "workload.namespace", "workload.kind", "component", "instance")
 _VAR = re.compile(r"\$\$|\$\(([^)]*)\)")
-_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_RULE_FIELDS = {"name", "match", "schedulerName", "labels", "annotations", "overwrite"}
+_RULE_FIELDS = {"name", "match", "overwrite", *(i.key for i in INJECTABLES)}
 _MATCH_FIELDS = {"kinds", "namespaces", "components", "instances"}
 OPERATIONS = ("CREATE", "UPDATE")
 
@@ -49,44 +49,7 @@ class PolicyError(InputError):
         super().__init__(f"{source}: invalid policy:\n" + "\n".join(f"  {e}" for e in errors))
 
 
-# --------------------------------------------------------------------------- syntax checks
-
-
-def qualified_name_errors(key: str) -> list[str]:
-    """Kubernetes' rules for label and annotation keys: ``[prefix/]name``, prefix a DNS
-    subdomain of at most 253 characters, name at most 63 alphanumerics, ``-``, ``_``, ``.``,
-    beginning and ending with an alphanumeric."""
-    prefix, slash, name = key.rpartition("/")
-    errs = []
-    if slash and not prefix:
-        errs.append("prefix part must not be empty")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        errs.append("prefix part must be a lowercase DNS subdomain of at most 253 characters")
-    if not name:
-        errs.append("name part must not be empty")
-    elif len(name) > 63 or not _NAME.match(name) or "/" in name:
-        errs.append(
-            "name part must be at most 63 characters, alphanumerics, '-', '_' or '.', "
-            "beginning and ending with an alphanumeric"
-        )
-    return errs
-
-
-def label_value_errors(value: str) -> list[str]:
-    if len(value) > 63 or not _NAME.match(value):
-        return [
-            "a label value must be empty or at most 63 characters, alphanumerics, '-', '_' or '.', "
-            "beginning and ending with an alphanumeric"
-        ]
-    return []
-
-
-def scheduler_name_errors(value: str) -> list[str]:
-    if not value or len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
-        return [
-            "schedulerName must be a lowercase DNS subdomain (RFC 1123) of at most 253 characters"
-        ]
-    return []
+# --------------------------------------------------------------------------- values
 
 
 def variables_in(template: str) -> list[str]:
@@ -125,14 +88,21 @@ class Match:
         return not self.instances or any(fnmatchcase(instance, p) for p in self.instances)
 
 
+#: What a rule sets for one injectable: ``(key, value template)`` pairs for a map (labels), one
+#: ``(None, value template)`` for a single value (schedulerName).
+Entries = tuple[tuple[str | None, str], ...]
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str
     match: Match
-    scheduler_name: str | None = None
-    labels: tuple[tuple[str, str], ...] = ()
-    annotations: tuple[tuple[str, str], ...] = ()
+    #: by :attr:`~webhook.fields.Injectable.key`, what the rule sets (absent: nothing)
+    sets: Mapping[str, Entries] = field(default_factory=dict)
     overwrite: bool = False
+
+    def entries(self, inj: Injectable) -> Entries:
+        return self.sets.get(inj.key, ())
 
 
 @dataclass(frozen=True)
@@ -173,21 +143,33 @@ def _check_template(template: str, where: str, errors: list[FieldError]) -> bool
     return not unknown
 
 
-def _map(
-    value: Any, where: str, errors: list[FieldError], *, labels: bool
-) -> tuple[tuple[str, str], ...]:
+def _sample(template: str) -> str:
+    """A template rendered with placeholder values: what its syntax can be checked on."""
+    return render(template, dict.fromkeys(VARIABLES, "x"))
+
+
+def _entries(inj: Injectable, value: Any, where: str, errors: list[FieldError]) -> Entries:
+    """A rule's value for ``inj``, checked: a map of key: template, or one template."""
     if value is None:
         return ()
+    if not inj.is_map:
+        if not isinstance(value, str):
+            errors.append(FieldError(where, "must be a string"))
+            return ()
+        if _check_template(value, where, errors):
+            for e in inj.check_value(_sample(value)):
+                errors.append(FieldError(where, e))
+        return ((None, value),)
     if not isinstance(value, dict):
         errors.append(FieldError(where, "must be a map of key: value"))
         return ()
-    out = []
+    out: list[tuple[str | None, str]] = []
     for key, val in value.items():
         kwhere = f"{where}[{key!r}]" if isinstance(key, str) else where
         if not isinstance(key, str):
             errors.append(FieldError(where, f"key {key!r} must be a string"))
             continue
-        for e in qualified_name_errors(key):
+        for e in inj.check_key(key) if inj.check_key else []:
             errors.append(FieldError(kwhere, f"invalid key {key!r}: {e}"))
         if isinstance(val, bool | int | float):
             # YAML reads `on`, `42` as non-strings; Kubernetes wants strings, so say so.
@@ -196,9 +178,8 @@ def _map(
         if not isinstance(val, str):
             errors.append(FieldError(kwhere, "value must be a string"))
             continue
-        if _check_template(val, kwhere, errors) and labels:
-            sample = render(val, dict.fromkeys(VARIABLES, "x"))
-            for e in label_value_errors(sample):
+        if _check_template(val, kwhere, errors):
+            for e in inj.check_value(_sample(val)):
                 errors.append(FieldError(kwhere, f"invalid value {val!r}: {e}"))
         out.append((key, val))
     return tuple(out)
@@ -283,29 +264,20 @@ def parse_policy(doc: Any, source: str = "<policy>") -> Policy:
             components=_strings(m.get("components"), f"{base}.match.components", errors),
             instances=_strings(m.get("instances"), f"{base}.match.instances", errors),
         )
-        scheduler = raw.get("schedulerName")
-        if scheduler is not None:
-            if not isinstance(scheduler, str):
-                errors.append(FieldError(f"{base}.schedulerName", "must be a string"))
-                scheduler = None
-            elif _check_template(scheduler, f"{base}.schedulerName", errors):
-                for e in scheduler_name_errors(render(scheduler, dict.fromkeys(VARIABLES, "x"))):
-                    errors.append(FieldError(f"{base}.schedulerName", e))
         overwrite = raw.get("overwrite", False)
         if not isinstance(overwrite, bool):
             errors.append(FieldError(f"{base}.overwrite", "must be true or false"))
             overwrite = False
-        rule = Rule(
-            name=name,
-            match=match,
-            scheduler_name=scheduler,
-            labels=_map(raw.get("labels"), f"{base}.labels", errors, labels=True),
-            annotations=_map(raw.get("annotations"), f"{base}.annotations", errors, labels=False),
-            overwrite=overwrite,
-        )
-        if not (rule.scheduler_name or rule.labels or rule.annotations):
+        sets = {
+            inj.key: entries
+            for inj in INJECTABLES
+            if (entries := _entries(inj, raw.get(inj.key), f"{base}.{inj.key}", errors))
+        }
+        rule = Rule(name=name, match=match, sets=sets, overwrite=overwrite)
+        if not sets:
+            keys = [i.key for i in INJECTABLES]
             errors.append(
-                FieldError(base, "sets nothing: give schedulerName, labels or annotations")
+                FieldError(base, f"sets nothing: give {', '.join(keys[:-1])} or {keys[-1]}")
             )
         rules.append(rule)
     if errors:

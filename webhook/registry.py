@@ -8,14 +8,24 @@ each ``--catalog`` directory in order, then the cluster.
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from webhook.definitions import GVK, Karta, catalog_dir, load_files, yaml_files
+from webhook.definitions import GVK, Karta, catalog_dir, load_files
+from webhook.documents import yaml_files
 from webhook.errors import KartaError
 from webhook.policy import EMPTY, Policy, load_policy
+
+log = logging.getLogger("karta_webhook")
+
+#: Reload checks of policy and catalog files per process, at most one per this many seconds.
+RELOAD_INTERVAL = 1.0
 
 
 class Registry:
@@ -55,10 +65,13 @@ def _load_catalogs(extra: Sequence[Path | str], *, bundled: bool) -> list[Karta]
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What one request sees: definitions and policy, swapped together, never half-updated."""
+    """What one request sees: definitions and policy, swapped together, never half-updated;
+    and the Karta objects the cluster has (loaded or not), which ``/validate`` checks a new
+    one against (one Karta per root kind)."""
 
     registry: Registry
     policy: Policy
+    cluster_kartas: tuple[Mapping[str, Any], ...] = ()
 
 
 class State:
@@ -85,6 +98,7 @@ class State:
         self._lock = threading.Lock()
         self._file_defs: list[Karta] = []
         self._cluster_defs: list[Karta] = []
+        self._cluster_objects: tuple[Mapping[str, Any], ...] = ()
         self._policy: Policy = EMPTY
         self._stamps: dict[str, tuple[tuple[str, float, int], ...]] = {}
         self.cluster_synced = not watch_cluster
@@ -152,16 +166,89 @@ class State:
     def _reload_policy(self) -> None:
         self._policy = self._load_policy()
 
-    def set_cluster(self, kartas: Iterable[Karta]) -> None:
+    def set_cluster(
+        self, kartas: Iterable[Karta], objects: Iterable[Mapping[str, Any]] = ()
+    ) -> None:
         """Replace the cluster's definitions (all of them: a list, or the state after a watch
-        event) and mark the first list as applied."""
+        event) and the raw Karta objects they came from (usable or not), and mark the first
+        list as applied."""
         with self._lock:
             self._cluster_defs = list(kartas)
+            self._cluster_objects = tuple(objects)
             self.cluster_synced = True
             self._publish()
 
     def _publish(self) -> None:
-        snap = Snapshot(Registry([*self._file_defs, *self._cluster_defs]), self._policy)
+        snap = Snapshot(
+            Registry([*self._file_defs, *self._cluster_defs]),
+            self._policy,
+            self._cluster_objects,
+        )
         self.snapshot = snap
         for listener in list(self.listeners):
             listener(snap)
+
+
+class FileReloader:
+    """Calls ``state.reload_files()`` at most once per ``interval`` seconds in this process.
+
+    Either from a daemon thread (:meth:`start`, one per worker: threads do not survive a fork)
+    or, when no thread runs (the Flask test client, a plain WSGI server), lazily at the start of
+    a request (:meth:`maybe_reload`). A file that fails to load is logged once per change and
+    its last good version stays in force.
+    """
+
+    def __init__(self, state: State, interval: float = RELOAD_INTERVAL) -> None:
+        self.state = state
+        self.interval = interval
+        self._last = time.monotonic()
+        self._lock = threading.Lock()
+        self._thread_pid: int | None = None
+
+    @property
+    def threaded(self) -> bool:
+        return self._thread_pid == os.getpid()
+
+    def maybe_reload(self) -> None:
+        if self.threaded or time.monotonic() - self._last < self.interval:
+            return
+        if not self._lock.acquire(blocking=False):
+            return  # another thread is checking right now; this request uses the snapshot it has
+        try:
+            if time.monotonic() - self._last >= self.interval:
+                self._reload()
+        finally:
+            self._lock.release()
+
+    def _reload(self) -> None:
+        self._last = time.monotonic()
+        before = self.state.snapshot
+        try:
+            errors = self.state.reload_files()
+        except Exception:  # never let a reload problem reach a request or kill the thread
+            log.exception("reloading definitions and policy failed")
+            return
+        for e in errors:
+            log.error(
+                "reload failed; the last good version stays in force",
+                extra={"fields": {"error": str(e)}},
+            )
+        after = self.state.snapshot
+        if after is not before:
+            log.info(
+                "reloaded definitions and policy",
+                extra={"fields": {"definitions": len(after.registry)}},
+            )
+
+    def start(self) -> None:
+        """Start the polling thread in this process (idempotent per process)."""
+        if self.threaded:
+            return
+        self._thread_pid = os.getpid()
+        threading.Thread(target=self._loop, name="karta-reload", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(self.interval)
+            with self._lock:
+                self._reload()

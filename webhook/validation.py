@@ -5,59 +5,37 @@ never runs one against a real object, so a misspelt path (``.spec.replicatedJob[
 computed one (``.spec.template | {spec: .spec}``) is accepted and then silently finds nothing,
 or worse. :func:`check` adds what upstream lacks:
 
-1. shape and structure, with upstream's rules and wording (reference §2.1), each at its field;
+1. shape (:func:`webhook.definitions.parse`) and structure (:mod:`webhook.structure`), each
+   problem at its field;
 2. every expression compiled by libjq and passed through the safety screen;
-3. every workload-side expression evaluated on each sample object of the root kind: write
-   paths must be jq paths that find something somewhere, templates must look like templates,
-   ids and replica counts must have the right type and count, status expressions must run;
+3. every workload-side expression evaluated on each sample object of the root kind, the way
+   :data:`webhook.fields.COMPONENT_FIELDS` says it is used: write paths must be jq paths that
+   find something somewhere, templates must look like templates, ids and replica counts must
+   have the right type and count, status expressions must run;
 4. bounded: each definition-sample pair gets ``timeout`` seconds, and when a batch overruns,
    the culprit is found by re-running its expressions one at a time.
 
 Everything is reported as a :class:`FieldError` at its JSON field path, all at once. ``check``
 never raises on bad input: the admission webhook and the CLI turn its :class:`Report` into a
-denial or into lines of text.
+denial or into lines of text (:meth:`Report.lines`, :meth:`Report.denial`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from webhook import jqexpr
-from webhook.definitions import (
-    FRAGMENT_FIELDS,
-    GVK,
-    JqField,
-    Karta,
-    jq_fields,
-    parse,
-    read_documents,
-    root_gvk,
-    yaml_files,
-)
-from webhook.errors import DefinitionError, FieldError, KartaError, join_path
-from webhook.jqexpr import Outcome
+from webhook import jqsyntax
+from webhook.definitions import GVK, JqField, Karta, jq_fields, parse
+from webhook.errors import DefinitionError, FieldError
+from webhook.fields import Mode, Role
+from webhook.jqexpr import EVAL_TIMEOUT, Engine, Outcome, pointer
+from webhook.samples import Sample
+from webhook.structure import Findings, check_structure
 from webhook.workload import as_count, parent_object
 
-Sample = tuple[str, Mapping[str, Any]]
-
-#: Roles whose locations the webhook writes to (labels, annotations, schedulerName).
-WRITE_ROLES = frozenset(
-    {
-        "podTemplateSpecPath",
-        "podSpecPath",
-        "metadataPath",
-        "labelsPath",
-        "annotationsPath",
-        "schedulerNamePath",
-    }
-)
-#: Write roles whose target is created when missing: a location counts when its parent exists.
-CREATED_ROLES = frozenset({"metadataPath", "labelsPath", "annotationsPath", "schedulerNamePath"})
-SCALE_ROLES = frozenset({"replicasPath", "minReplicasPath", "maxReplicasPath"})
 #: At most this many expressions are hunted down one by one after a batch timed out; each
 #: costs a full ``timeout``. Past that, checking against further samples stops.
 MAX_CULPRITS = 3
@@ -65,6 +43,7 @@ MAX_CULPRITS = 3
 TIMED_OUT = "evaluation timed out"
 NOT_EVALUATED = "not evaluated"
 UNKNOWN = -1  # a component's instance count when its pod-spec path could not be evaluated
+NO_SAMPLE = "no sample found: only structure and jq were checked"
 
 
 @dataclass(frozen=True)
@@ -82,75 +61,33 @@ class Report:
     def ok(self) -> bool:
         return not self.errors
 
+    def lines(self) -> list[str]:
+        """The report as ``validate`` prints it: ``OK <name> (<group>/<version> <Kind>): …`` or
+        ``INVALID <name>``, then one indented line per error and per warning."""
+        name = self.name or self.source
+        gvk = f" ({self.gvk})" if self.gvk else ""
+        warnings = [w for w in self.warnings if not (self.samples == 0 and w == NO_SAMPLE)]
+        if self.errors:
+            head = f"INVALID {name}"
+        elif self.samples:
+            head = f"OK {name}{gvk}: checked against {self.samples} sample(s)"
+        else:
+            head = f"OK {name}{gvk}: no samples found; checked structure and jq only"
+        return [head, *(f"  {e}" for e in self.errors), *(f"  warning: {w}" for w in warnings)]
 
-# --------------------------------------------------------------------------- samples
-
-
-@dataclass
-class SampleIndex:
-    """Sample objects by GVK, loaded once from directories (recursively)."""
-
-    by_gvk: dict[GVK, list[Sample]] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-
-    @classmethod
-    def load(cls, dirs: Sequence[Path]) -> SampleIndex:
-        """Every YAML/JSON document under each directory (a file is taken as is); a
-        ``kind: List`` contributes its items. Unreadable files are skipped with a warning."""
-        index = cls()
-        for d in dirs:
-            d = Path(d)
-            if d.is_dir():
-                files = yaml_files(d)
-            elif d.is_file():
-                files = [d]
-            else:
-                index.warnings.append(f"{d}: no such directory; no samples from there")
-                continue
-            for f in files:
-                try:
-                    docs = read_documents(f)
-                except KartaError as e:
-                    index.warnings.append(f"sample skipped: {e}")
-                    continue
-                base = d if d.is_dir() else d.parent
-                label = str(f.relative_to(base)) if f.is_relative_to(base) else str(f)
-                for source, doc in docs:
-                    source = label + source[len(str(f)) :]
-                    index._add(source, doc)
-        return index
-
-    def _add(self, source: str, doc: Any) -> None:
-        if not isinstance(doc, dict):
-            return
-        if doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-            for i, item in enumerate(doc["items"]):
-                self._add(f"{source}[{i}]", item)
-            return
-        gvk = GVK.of(doc)
-        if gvk is not None:
-            self.by_gvk.setdefault(gvk, []).append((source, doc))
-
-    def for_gvk(self, gvk: GVK) -> list[Sample]:
-        return list(self.by_gvk.get(gvk, []))
-
-    def for_definition(self, doc: Any) -> list[Sample]:
-        """The samples of a Karta document's root kind, read from the raw document so that
-        samples can be chosen before (and whether or not) it parses: none when the root kind
-        is not there in full, whatever the document's shape (:func:`check` reports that)."""
-        gvk = root_gvk(doc)
-        return self.for_gvk(gvk) if gvk is not None else []
-
-
-# --------------------------------------------------------------------------- check
+    def denial(self, name: str) -> str:
+        """The report as the validating webhook's denial message: every error, one line."""
+        details = "; ".join(str(e) for e in self.errors)
+        return f'Karta "{name}" is invalid: {details or "invalid definition"}'
 
 
 def check(
     doc: Any,
     samples: Sequence[Sample],
+    engine: Engine,
     *,
     source: str = "<input>",
-    timeout: float = jqexpr.DEFAULT_TIMEOUT,
+    timeout: float = EVAL_TIMEOUT,
 ) -> Report:
     """Check one Karta document; ``samples`` are ``(label, object)`` of its root kind
     (others are skipped with a warning). Never raises on bad input."""
@@ -160,27 +97,31 @@ def check(
         karta = parse(doc, source)
     except DefinitionError as e:
         return Report(source, name, None, list(e.errors), [], 0)
-    c = _Checker(karta, timeout)
+    c = _Checker(karta, engine, timeout)
     try:
         c.run(samples)
     except Exception as e:  # a validator bug must not become a 500 or a traceback
-        c.errors.append(FieldError("", f"internal error while validating: {type(e).__name__}: {e}"))
+        c.err("", f"internal error while validating: {type(e).__name__}: {e}")
     gvk = karta.gvk if karta.gvk and karta.gvk.version and karta.gvk.kind else None
-    return Report(source, karta.name, gvk, c.errors, c.warnings, c.checked)
+    return Report(source, karta.name, gvk, c.found.errors, c.found.warnings, c.checked)
+
+
+def _mode(f: JqField) -> Mode:
+    return f.field.mode
 
 
 class _Checker:
-    def __init__(self, karta: Karta, timeout: float) -> None:
+    def __init__(self, karta: Karta, engine: Engine, timeout: float) -> None:
         self.k = karta
+        self.engine = engine
         self.timeout = timeout
-        self.errors: list[FieldError] = []
-        self.warnings: list[str] = []
+        self.found = Findings()
         self.checked = 0
         self._seen: set[tuple[str, str]] = set()
         self._slow: set[str] = set()  # expressions known to overrun
         self._culprits = 0
         self.unrunnable: set[str] = set()
-        self.written = {c.name for c in karta.components if c.spec and c.spec.patterns()}
+        self.written = {c.name for c in karta.components if c.patterns}
 
     def err(self, path: str, message: str, kind: str | None = None) -> None:
         """Record an error; with ``kind``, only the first of that kind per field (a broken
@@ -189,209 +130,37 @@ class _Checker:
             if (path, kind) in self._seen:
                 return
             self._seen.add((path, kind))
-        self.errors.append(FieldError(path, message))
+        self.found.err(path, message)
 
     def warn(self, message: str) -> None:
-        if message not in self.warnings:
-            self.warnings.append(message)
+        self.found.warn(message)
 
     def run(self, samples: Sequence[Sample]) -> None:
-        self.structure()
+        structure = check_structure(self.k)
+        self.found.errors.extend(structure.errors)
+        for w in structure.warnings:
+            self.warn(w)
         fields = self.jq()
         mine = self.filter_samples(samples)
         if not mine:
-            self.warn("no sample found: only structure and jq were checked")
+            self.warn(NO_SAMPLE)
             return
         self.against_samples(fields, mine)
 
-    # ----------------------------------------------------------------- 1. structure
-
-    def structure(self) -> None:
-        k = self.k
-        names: dict[str, int] = {}
-        names_ok = True
-        for comp in k.components:
-            path = join_path(comp.field_path, "name")
-            if not comp.name:
-                self.err(path, "component name is empty")
-                names_ok = False
-            elif comp.name in names:
-                self.err(path, f"component name {comp.name} is not unique")
-                names_ok = False
-            names[comp.name] = names.get(comp.name, 0) + 1
-
-        root = k.root
-        rp = root.field_path
-        kind = root.kind
-        if (
-            kind is None
-            or not kind.version
-            or not kind.kind
-            or (not kind.group and kind.kind != "Pod")
-        ):
-            self.err(
-                join_path(rp, "kind"), "root component must have full kind (group, version, kind)"
-            )
-        if root.owner_ref:
-            self.err(join_path(rp, "ownerRef"), "root component cannot have owner ref")
-        if root.status is None:
-            self.err(
-                join_path(rp, "statusDefinition"), "root component must have status definition"
-            )
-
-        owner_ok = True
-        if names_ok:  # with ambiguous names, ownership cannot be judged (upstream stops too)
-            for comp in k.children:
-                op = join_path(comp.field_path, "ownerRef")
-                if not comp.owner_ref:
-                    self.err(op, f"child component '{comp.name}' has no owner ref")
-                    owner_ok = False
-                elif comp.owner_ref not in names:
-                    self.err(
-                        op,
-                        f"child component '{comp.name}' has owner ref to non-existing "
-                        f"component '{comp.owner_ref}'",
-                    )
-                    owner_ok = False
-            if owner_ok:
-                self.cycles()
-
-        for comp in k.components:
-            p = comp.field_path
-            if comp is not root and comp.status is not None:
-                self.warn(f"{join_path(p, 'statusDefinition')}: only the root's status is used")
-            if comp.status is not None:
-                mp = join_path(join_path(p, "statusDefinition"), "statusMappings")
-                for key, matchers in comp.status.mappings.items():
-                    for i, m in enumerate(matchers):
-                        if m.by_phase is None and not m.by_conditions and m.by_expression is None:
-                            self.warn(
-                                f"{join_path(join_path(mp, key), i)}: a matcher with no clauses "
-                                f"matches every object (always {key})"
-                            )
-            if comp.spec is not None:
-                sp = join_path(p, "specDefinition")
-                patterns = comp.spec.patterns()
-                if len(patterns) > 1:
-                    self.err(
-                        sp,
-                        f"component {comp.name} has multiple pod spec definitions "
-                        f"({', '.join(patterns)}); use one",
-                    )
-                if comp.spec.metadata_path and not comp.spec.pod_spec_path:
-                    self.err(
-                        join_path(sp, "metadataPath"),
-                        "metadataPath is only allowed with podSpecPath",
-                    )
-            sel = comp.pod_selector.instance_id_path if comp.pod_selector else None
-            if comp.instance_id_path and not sel:
-                self.err(
-                    join_path(p, "instanceIdPath"),
-                    f"component {comp.name} has instance id path but no pod component "
-                    "instance selector",
-                )
-            if sel and not comp.instance_id_path:
-                self.err(
-                    join_path(p, "podSelector.componentInstanceSelector"),
-                    f"component {comp.name} has pod component instance selector but no "
-                    "instance id path",
-                )
-            if comp.suspend is not None:
-                self.suspend_values(comp)
-        self.pod_groups(set(names))
-
-    def cycles(self) -> None:
-        owner = {c.name: c.owner_ref for c in self.k.children}
-        reported: set[str] = set()
-        for comp in self.k.children:
-            seen: list[str] = []
-            cur: str | None = comp.name
-            while cur is not None and cur in owner and cur not in seen:
-                seen.append(cur)
-                cur = owner[cur]
-            if cur is not None and cur in seen:
-                cycle = seen[seen.index(cur) :]
-                if reported.isdisjoint(cycle):
-                    reported.update(cycle)
-                    first = next(c for c in self.k.children if c.name in cycle)
-                    self.err(
-                        join_path(first.field_path, "ownerRef"),
-                        f"ownership cycle detected involving component {first.name} "
-                        f"({' -> '.join([*cycle, cur])})",
-                    )
-
-    def suspend_values(self, comp: Any) -> None:
-        sp = join_path(comp.field_path, "suspendDefinition")
-        for group, actions in (
-            ("suspendActions", comp.suspend.suspend_actions),
-            ("resumeActions", comp.suspend.resume_actions),
-        ):
-            gp = join_path(sp, group)
-            if not actions:
-                self.err(gp, "must have at least one action")
-            for i, a in enumerate(actions):
-                try:
-                    json.loads(a.value)
-                except ValueError as e:
-                    self.err(
-                        join_path(join_path(gp, i), "value"),
-                        f'must be a JSON value (e.g. true, 0, "text"): {e}',
-                    )
-
-    def pod_groups(self, names: set[str]) -> None:
-        gang = self.k.instructions.get("gangScheduling")
-        base = "spec.optimizationInstructions.gangScheduling"
-        if gang is None:
-            return
-        if not isinstance(gang, dict):
-            self.err(base, "must be an object")
-            return
-
-        def member(value: Any, path: str) -> None:
-            if not isinstance(value, dict):
-                self.err(path, "must be an object")
-                return
-            cn = value.get("componentName")
-            cp = join_path(path, "componentName")
-            if not isinstance(cn, str) or not cn:
-                self.err(cp, "required field is missing")
-            elif cn not in names:
-                self.err(cp, f"pod-group member component '{cn}' is not defined")
-
-        def members(value: Any, path: str, key: str) -> None:
-            """A pod group (``podGroups[i]``, ``podGroup``) and each member of its ``key`` list."""
-            items = value.get(key) if isinstance(value, dict) else None
-            if not isinstance(value, dict) or (items is not None and not isinstance(items, list)):
-                self.err(path, f"must be an object with a {key} list")
-                return
-            for i, m in enumerate(items or []):
-                member(m, join_path(join_path(path, key), i))
-
-        groups = gang.get("podGroups")
-        gp = join_path(base, "podGroups")
-        if groups is not None and not isinstance(groups, list):
-            self.err(gp, "must be a list")
-        for gi, g in enumerate(groups if isinstance(groups, list) else []):
-            members(g, join_path(gp, gi), "members")
-        if gang.get("podGroup") is not None:
-            members(gang["podGroup"], join_path(base, "podGroup"), "subGroups")
-
-    # ----------------------------------------------------------------- 2. jq
+    # ----------------------------------------------------------------- jq
 
     def jq(self) -> list[JqField]:
         """Screen and compile every expression; return the fields fit to run."""
         fields = list(jq_fields(self.k))
         screened = []
         for f in fields:
-            reasons = jqexpr.screen(f.expr)
+            reasons = jqsyntax.screen(f.expr)
             for reason in reasons:
                 self.err(f.path, reason)
             if not reasons:
                 screened.append(f)
         exprs = sorted({f.expr for f in screened})
-        compiled = dict(
-            zip(exprs, jqexpr.compile_errors(exprs, timeout=max(self.timeout, 5.0)), strict=True)
-        )
+        compiled = dict(zip(exprs, self.engine.compile_errors(exprs), strict=True))
         good = []
         for f in screened:
             problem = compiled.get(f.expr)
@@ -401,7 +170,7 @@ class _Checker:
                 good.append(f)
         return good
 
-    # ----------------------------------------------------------------- 3. samples
+    # ----------------------------------------------------------------- samples
 
     def filter_samples(self, samples: Sequence[Sample]) -> list[Sample]:
         gvk = self.k.gvk
@@ -412,8 +181,8 @@ class _Checker:
         for label, obj in samples:
             if not isinstance(obj, Mapping):
                 self.warn(f"sample {label}: not an object; skipped")
-            elif self.k.gvk is not None and GVK.of(obj) != self.k.gvk:
-                self.warn(f"sample {label}: a {GVK.of(obj)}, not a {self.k.gvk}; skipped")
+            elif gvk is not None and GVK.of(obj) != gvk:
+                self.warn(f"sample {label}: a {GVK.of(obj)}, not a {gvk}; skipped")
             else:
                 mine.append((label, obj))
         return mine
@@ -423,11 +192,11 @@ class _Checker:
         self.unrunnable = {
             f.component
             for f in jq_fields(self.k)
-            if f.role in _PRIMARY and f.component is not None and f.path not in runnable
+            if f.field.primary and f.component is not None and f.path not in runnable
         }
         workload = [f for f in fields if f.subject == "workload"]
         # per write field: samples where it found something / found nothing
-        found: dict[str, list[str]] = {f.path: [] for f in workload if f.role in WRITE_ROLES}
+        found: dict[str, list[str]] = {f.path: [] for f in workload if f.field.write}
         missing: dict[str, list[str]] = {p: [] for p in found}
         evaluated: dict[str, int] = dict.fromkeys(found, 0)
         suspend_hits: dict[str, int] = {}
@@ -457,14 +226,14 @@ class _Checker:
                     f"(found in {', '.join(found[f.path])})"
                 )
         for f in workload:
-            if f.role == "suspendAction.path" and suspend_hits.get(f.path) == 0:
+            if f.role == Role.SUSPEND_ACTION and suspend_hits.get(f.path) == 0:
                 self.warn(f"{f.path}: finds no location in any sample; the action does nothing")
 
     def evaluate(self, fields: list[JqField], obj: Any) -> dict[tuple[str, str], Outcome]:
         """One batch per sample; on a timeout, find the culprit(s) one expression at a time."""
-        requests: list[tuple[str, jqexpr.Mode]] = []
+        requests: list[tuple[str, Mode]] = []
         for f in fields:
-            req = (f.expr, _mode(f.role))
+            req = (f.expr, _mode(f))
             if req not in requests:
                 requests.append(req)
         outs: dict[tuple[str, str], Outcome] = {}
@@ -474,7 +243,7 @@ class _Checker:
                 outs[req] = Outcome([], f"{TIMED_OUT} after {self.timeout:g}s")
             else:
                 todo.append(req)
-        results = jqexpr.evaluate(todo, obj, timeout=self.timeout)
+        results = self.engine.evaluate(todo, obj, timeout=self.timeout)
         if any(_timed_out(o) for o in results):
             for i, req in enumerate(todo):
                 if not _timed_out(results[i]):
@@ -485,7 +254,7 @@ class _Checker:
                         f"{NOT_EVALUATED}: the time budget went to other expressions that timed out",
                     )
                     continue
-                results[i] = jqexpr.evaluate([req], obj, timeout=self.timeout)[0]
+                results[i] = self.engine.evaluate([req], obj, timeout=self.timeout)[0]
                 if _timed_out(results[i]):
                     self._slow.add(req[0])
                     self._culprits += 1
@@ -503,36 +272,36 @@ class _Checker:
         evaluated: dict[str, int],
         suspend_hits: dict[str, int],
     ) -> None:
-        # How many locations each component's pod-spec path finds here (None: unknown, the
-        # path failed or was not run: -1); instance ids and replica counts pair up with them.
+        # How many locations each component's pod-spec path finds here (UNKNOWN when the path
+        # failed or was not run); instance ids and replica counts pair up with them.
         counts: dict[str, int] = dict.fromkeys(self.unrunnable, UNKNOWN)
         for f in fields:
-            if f.component is None or f.role not in _PRIMARY:
+            if f.component is None or not f.field.primary:
                 continue
-            out = outs[(f.expr, _mode(f.role))]
+            out = outs[(f.expr, _mode(f))]
             if out.error or counts.get(f.component, 0) == UNKNOWN:
                 counts[f.component] = UNKNOWN
             else:
                 counts[f.component] = max(counts.get(f.component, 0), len(out.items))
         for f in fields:
-            out = outs[(f.expr, _mode(f.role))]
+            out = outs[(f.expr, _mode(f))]
             n = counts.get(f.component, 0) if f.component in self.written else None
             if out.error:
                 self.run_error(f, out.error, label, n)
                 continue
-            if f.role in WRITE_ROLES:
+            if f.field.write:
                 evaluated[f.path] += 1
                 if out.absent:
                     self.warn(
                         f"{f.path}: iterates over an absent (null) value in sample {label}: "
                         "no location there"
                     )
-                hits = [p for p, v in out.items if self.exists(f.role, obj, p, v)]
+                hits = [p for p, v in out.items if _exists(f, obj, p, v)]
                 (found if hits else missing)[f.path].append(label)
                 self.contents(f, out.items, label)
-            elif f.role == "suspendAction.path":
+            elif f.role == Role.SUSPEND_ACTION:
                 suspend_hits[f.path] = suspend_hits.get(f.path, 0) + len(out.items)
-            elif f.role == "conditionsDefinition.path":
+            elif f.role == Role.CONDITIONS:
                 for v in out.items:
                     if v is not None and not isinstance(v, list):
                         self.err(
@@ -542,9 +311,9 @@ class _Checker:
                             "conditions",
                         )
                         break
-            elif f.role == "instanceIdPath":
+            elif f.role == Role.INSTANCE_ID:
                 self.instance_ids(f, out, n, label)
-            elif f.role in SCALE_ROLES:
+            elif f.role in (Role.REPLICAS, Role.MIN_REPLICAS, Role.MAX_REPLICAS):
                 self.scale(f, out, n, label)
 
     def run_error(self, f: JqField, error: str, label: str, n: int | None) -> None:
@@ -552,12 +321,10 @@ class _Checker:
             self.err(f.path, f"{error} on sample {label} (endless or too costly?)", "run")
         elif error.startswith(NOT_EVALUATED):
             self.err(f.path, f"{error} (sample {label})", "run")
-        elif f.role == "instanceIdPath" and n == 0:
+        elif f.role == Role.INSTANCE_ID and n == 0:
             # `.spec.m | to_entries[]` fails on an absent map where `.spec.m[]` finds nothing
             self.warn(f"{f.path}: fails on sample {label}, which has no instances: {error}")
-        elif error.startswith("Invalid path expression") and (
-            f.role in WRITE_ROLES or f.role == "suspendAction.path"
-        ):
+        elif error.startswith("Invalid path expression") and f.field.mode == "paths":
             self.err(
                 f.path,
                 f"must be a path expression (it is written to), but on sample {label}: {error}",
@@ -566,41 +333,14 @@ class _Checker:
         else:
             self.err(f.path, f"fails on sample {label}: {error}", "run")
 
-    @staticmethod
-    def exists(role: str, obj: Any, path: tuple[Any, ...], value: Any) -> bool:
-        if value is not None:
-            return True
-        return role in CREATED_ROLES and parent_object(obj, path) is not None
-
     def contents(self, f: JqField, items: list[tuple[Any, Any]], label: str) -> None:
         for p, v in items:
             if v is None:
                 continue
-            where = f"{jqexpr.pointer(p) or '/'} in sample {label}"
-            if f.role == "podTemplateSpecPath":
-                spec = v.get("spec") if isinstance(v, dict) else None
-                if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
-                    self.err(
-                        f.path,
-                        f"{where} is not a pod template (an object with spec.containers): "
-                        f"{_short(v)}",
-                        "shape",
-                    )
-                    return
-            elif f.role == "podSpecPath":
-                if not isinstance(v, dict) or not isinstance(v.get("containers"), list):
-                    self.err(
-                        f.path,
-                        f"{where} is not a pod spec (an object with containers): {_short(v)}",
-                        "shape",
-                    )
-                    return
-            elif f.role in ("metadataPath", "labelsPath", "annotationsPath"):
-                if not isinstance(v, dict):
-                    self.err(f.path, f"{where} is not an object: {_short(v)}", "shape")
-                    return
-            elif f.role == "schedulerNamePath" and not isinstance(v, str):
-                self.err(f.path, f"{where} is not a string: {_short(v)}", "shape")
+            where = f"{pointer(p) or '/'} in sample {label}"
+            problem = _shape_problem(f.role, v)
+            if problem:
+                self.err(f.path, f"{where} is not {problem}: {_short(v)}", "shape")
                 return
 
     def instance_ids(self, f: JqField, out: Outcome, n: int | None, label: str) -> None:
@@ -654,12 +394,29 @@ class _Checker:
             )
 
 
-#: The fields whose locations are a component's instances (metadataPath pairs with podSpecPath).
-_PRIMARY = frozenset({"podTemplateSpecPath", "podSpecPath", *FRAGMENT_FIELDS})
+def _exists(f: JqField, obj: Any, path: tuple[Any, ...], value: Any) -> bool:
+    """A write location counts as found when it has a value, or (for a field the mutation
+    creates) when its parent object exists — by the rule resolution writes by."""
+    if value is not None:
+        return True
+    return f.field.created and parent_object(obj, path) is not None
 
 
-def _mode(role: str) -> jqexpr.Mode:
-    return "paths" if role in WRITE_ROLES or role == "suspendAction.path" else "values"
+def _shape_problem(role: Role, v: Any) -> str | None:
+    """What a write location's value should be and is not, or None."""
+    if role == Role.POD_TEMPLATE_SPEC:
+        spec = v.get("spec") if isinstance(v, dict) else None
+        if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
+            return "a pod template (an object with spec.containers)"
+    elif role == Role.POD_SPEC:
+        if not isinstance(v, dict) or not isinstance(v.get("containers"), list):
+            return "a pod spec (an object with containers)"
+    elif role in (Role.METADATA, Role.LABELS, Role.ANNOTATIONS):
+        if not isinstance(v, dict):
+            return "an object"
+    elif role == Role.SCHEDULER_NAME and not isinstance(v, str):
+        return "a string"
+    return None
 
 
 def _timed_out(o: Outcome) -> bool:

@@ -1,0 +1,296 @@
+"""Plain jq paths, natively: parsing them and walking them as libjq's ``path()`` would.
+
+Nearly every path a definition writes through is "plain" (``.spec.replicatedJobs[].template``).
+libjq re-parses the whole object for every call, which dominates admission latency, so
+:func:`parse_plain` recognises plain paths and :func:`walk` evaluates them on the already
+decoded object in place. Results and error messages are those of libjq's ``path(EXPR)``
+(libjq 1.8, as bundled with the ``jq`` Python package), checked against libjq by
+``tests/test_jqpath.py``. :func:`to_pointer` turns a jq path into an RFC 6901 JSON Pointer.
+
+No libjq import here: this module must be usable where libjq is only available in a sandboxed
+child process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any, Final
+
+from webhook.jqsyntax import FIELD, NUMBER, OP, STRING, TokenizeError, tokenize
+
+__all__ = [
+    "Index",
+    "Iterate",
+    "Key",
+    "PathToken",
+    "Step",
+    "WalkError",
+    "parse_plain",
+    "to_pointer",
+    "walk",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """``.name`` / ``."name"`` / ``.["name"]``: object member (null stays null)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Index:
+    """``[N]`` / ``.[N]`` with a non-negative integer literal: array element."""
+
+    i: int
+
+
+@dataclass(frozen=True, slots=True)
+class Iterate:
+    """``[]`` / ``.[]``: every element of an array, every value of an object."""
+
+
+Step = Key | Index | Iterate
+PathToken = str | int
+
+#: Larger indices go to libjq: it converts them through a double and a C ``int``.
+_MAX_PLAIN_INDEX: Final = 2**31 - 1
+
+
+def parse_plain(expr: str) -> tuple[Step, ...] | None:
+    """The steps of a plain path expression, or None when ``expr`` is anything else.
+
+    Plain means a pipe of segments, each starting with ``.`` and made only of ``.ident``,
+    ``."str"``, ``.["str"]``, ``[N]`` / ``.[N]`` and ``[]`` / ``.[]``; ``.`` alone is the empty
+    path. Parsing uses jq's tokens, so whitespace and comments are treated as jq treats them.
+    Anything else (``?``, ``//``, slices, negative or huge indices, functions, variables, commas,
+    interpolated strings) returns None and must be evaluated by libjq.
+    """
+    try:
+        toks = tokenize(expr)
+    except TokenizeError:
+        return None
+    if not toks:
+        return None
+    steps: list[Step] = []
+    i, n = 0, len(toks)
+
+    def at(j: int, kind: str, text: str | None = None) -> bool:
+        return j < n and toks[j].kind == kind and (text is None or toks[j].text == text)
+
+    def bracket(j: int) -> int | None:
+        """Parse ``[`` ... ``]`` at ``j``; return the index after it, or None if not plain."""
+        if at(j + 1, OP, "]"):
+            steps.append(Iterate())
+            return j + 2
+        if at(j + 2, OP, "]"):
+            t = toks[j + 1]
+            if t.kind == NUMBER and t.text.isdigit() and int(t.text) <= _MAX_PLAIN_INDEX:
+                steps.append(Index(int(t.text)))
+                return j + 3
+            if t.kind == STRING and t.value is not None:
+                steps.append(Key(t.value))
+                return j + 3
+        return None
+
+    while True:
+        # Segment head: ``.name``, ``."str"``, ``.[...]`` or a bare ``.``.
+        if at(i, FIELD):
+            steps.append(Key(toks[i].text[1:]))
+            i += 1
+        elif at(i, OP, "."):
+            i += 1
+            if at(i, STRING):
+                if toks[i].value is None:
+                    return None
+                steps.append(Key(toks[i].value or ""))
+                i += 1
+            elif at(i, OP, "["):
+                j = bracket(i)
+                if j is None:
+                    return None
+                i = j
+        else:
+            return None
+        # Postfix steps.
+        while i < n:
+            if at(i, FIELD):
+                steps.append(Key(toks[i].text[1:]))
+                i += 1
+            elif at(i, OP, "[") or (at(i, OP, ".") and at(i + 1, OP, "[")):
+                j = bracket(i if toks[i].text == "[" else i + 1)
+                if j is None:
+                    return None
+                i = j
+            elif at(i, OP, ".") and at(i + 1, STRING):
+                if toks[i + 1].value is None:
+                    return None
+                steps.append(Key(toks[i + 1].value or ""))
+                i += 2
+            else:
+                break
+        if i == n:
+            return tuple(steps)
+        if not at(i, OP, "|"):
+            return None
+        i += 1
+
+
+class WalkError(ValueError):
+    """A plain path failed on this object; the message is libjq's, byte for byte.
+
+    ``iterates_null`` is True exactly for ``Cannot iterate over null (null)``: callers treat a
+    path through an absent list or map as "no locations" rather than as an error.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.iterates_null = message == "Cannot iterate over null (null)"
+
+
+def walk(steps: Sequence[Step], obj: Any) -> list[tuple[tuple[PathToken, ...], Any]]:
+    """Evaluate plain ``steps`` on ``obj``: ``(path, value)`` pairs as libjq's ``path()`` gives.
+
+    Order is libjq's (depth first; objects in insertion order), which also decides which error
+    is raised first. Values are the objects inside ``obj``, not copies. A missing key or
+    out-of-range index yields None at that location; indexing or iterating a value of the wrong
+    type raises :class:`WalkError` with libjq's message.
+    """
+    out: list[tuple[tuple[PathToken, ...], Any]] = []
+    path: list[PathToken] = []
+    last = len(steps)
+
+    def rec(k: int, value: Any) -> None:
+        if k == last:
+            out.append((tuple(path), value))
+            return
+        step = steps[k]
+        if isinstance(step, Key):
+            if isinstance(value, dict):
+                nxt = value.get(step.name)
+            elif value is None:
+                nxt = None
+            else:
+                raise WalkError(
+                    f"Cannot index {_kind(value)} with string ({_trunc(_dump(step.name))})"
+                )
+            path.append(step.name)
+            rec(k + 1, nxt)
+            path.pop()
+        elif isinstance(step, Index):
+            if isinstance(value, list):
+                nxt = value[step.i] if step.i < len(value) else None
+            elif value is None:
+                nxt = None
+            else:
+                raise WalkError(f"Cannot index {_kind(value)} with number ({step.i})")
+            path.append(step.i)
+            rec(k + 1, nxt)
+            path.pop()
+        elif isinstance(step, Iterate):
+            if isinstance(value, list):
+                for j, item in enumerate(value):
+                    path.append(j)
+                    rec(k + 1, item)
+                    path.pop()
+            elif isinstance(value, dict):
+                for key, item in value.items():
+                    path.append(key)
+                    rec(k + 1, item)
+                    path.pop()
+            else:
+                raise WalkError(f"Cannot iterate over {_kind(value)} ({_trunc(_dump(value))})")
+        else:
+            raise TypeError(f"not a plain path step: {step!r}")
+
+    rec(0, obj)
+    return out
+
+
+def _kind(value: Any) -> str:
+    """jq's kind name of a decoded JSON value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+def _dump(value: Any) -> str:
+    """Compact JSON as libjq 1.8 dumps a scalar in an error message.
+
+    Numbers keep their literal (libjq 1.8 preserves number literals) in decNumber's canonical
+    form: ``1e+16`` → ``1E+16``, ``1e-05`` → ``0.00001``, ``3.0`` stays ``3.0``; Python's
+    ``Decimal`` implements the same specification. Strings escape ``"``, ``\\``, control
+    characters and DEL; other characters, ``/`` included, stay raw.
+    """
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        try:
+            return str(Decimal(repr(value)))
+        except InvalidOperation:  # inf/nan are not JSON; say something sensible
+            return repr(value)
+    if isinstance(value, str):
+        return '"' + "".join(_escape(c) for c in value) + '"'
+    raise TypeError(f"cannot describe {type(value).__name__} in a jq message")
+
+
+def _escape(c: str) -> str:
+    o = ord(c)
+    if c == '"':
+        return '\\"'
+    if c == "\\":
+        return "\\\\"
+    if c in "\b\f\n\r\t":
+        return {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}[c]
+    if o < 0x20 or o == 0x7F:
+        return f"\\u{o:04x}"
+    if 0xD800 <= o < 0xE000:
+        return "\ufffd"  # libjq replaces a lone surrogate
+    return c
+
+
+#: libjq copies the dump into a 30-byte buffer (29 bytes plus NUL).
+_ERRBUF: Final = 30
+
+
+def _trunc(text: str) -> str:
+    """Truncate a dump as libjq 1.8 does in error messages.
+
+    Up to 29 UTF-8 bytes are kept whole. Longer dumps keep 26 bytes then ``...``; a string
+    (array, object) keeps 25 and closes with ``..."`` (``...]``, ``...}``). The cut backs off
+    to a UTF-8 character boundary, so it never splits a character (it may split an escape).
+    """
+    raw = text.encode()
+    if len(raw) <= _ERRBUF - 1:
+        return text
+    closer = {'"': '"', "[": "]", "{": "}"}.get(text[:1], "")
+    cut = _ERRBUF - 5 if closer else _ERRBUF - 4
+    while cut > 0 and (raw[cut] & 0xC0) == 0x80:
+        cut -= 1
+    return raw[:cut].decode() + "..." + closer
+
+
+def to_pointer(path_tokens: Sequence[PathToken]) -> str:
+    """RFC 6901 JSON Pointer of a jq path: ``~`` → ``~0``, ``/`` → ``~1``; ``()`` → ``""``."""
+    return "".join(
+        "/" + (str(t) if isinstance(t, int) else t.replace("~", "~0").replace("/", "~1"))
+        for t in path_tokens
+    )

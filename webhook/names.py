@@ -1,0 +1,57 @@
+"""Kubernetes' syntax rules for the names and values the webhook writes.
+
+A label key, a label value or a scheduler name that the API server would reject must never
+reach a patch: the whole admission would fail. Policies are checked against these rules when
+they load, rendered values again before they are written.
+"""
+
+from __future__ import annotations
+
+import re
+
+_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def qualified_name_errors(key: str) -> list[str]:
+    """Kubernetes' rules for label and annotation keys: ``[prefix/]name``, prefix a DNS
+    subdomain of at most 253 characters, name at most 63 alphanumerics, ``-``, ``_``, ``.``,
+    beginning and ending with an alphanumeric."""
+    prefix, slash, name = key.rpartition("/")
+    errs = []
+    if slash and not prefix:
+        errs.append("prefix part must not be empty")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        errs.append("prefix part must be a lowercase DNS subdomain of at most 253 characters")
+    if not name:
+        errs.append("name part must not be empty")
+    elif len(name) > 63 or not _NAME.match(name) or "/" in name:
+        errs.append(
+            "name part must be at most 63 characters, alphanumerics, '-', '_' or '.', "
+            "beginning and ending with an alphanumeric"
+        )
+    return errs
+
+
+def label_value_errors(value: str) -> list[str]:
+    if len(value) > 63 or not _NAME.match(value):
+        return [
+            "a label value must be empty or at most 63 characters, alphanumerics, '-', '_' or '.', "
+            "beginning and ending with an alphanumeric"
+        ]
+    return []
+
+
+def dns_subdomain_errors(value: str, what: str) -> list[str]:
+    if not value or len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+        return [f"{what} must be a lowercase DNS subdomain (RFC 1123) of at most 253 characters"]
+    return []
+
+
+def scheduler_name_errors(value: str) -> list[str]:
+    return dns_subdomain_errors(value, "schedulerName")
+
+
+def no_errors(value: str) -> list[str]:
+    """Annotation values are free text."""
+    return []

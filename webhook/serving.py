@@ -1,0 +1,183 @@
+"""Serving the app: gunicorn with the TLS-safe worker, per-worker start-up, dev certificates.
+
+:func:`run` serves :func:`webhook.server.create_app` with gunicorn: threaded workers
+(:class:`webhook.worker.ThreadWorker`), TLS >= 1.2 from files that are re-read when they change
+(:class:`webhook.tls.CertReloader`), the state loaded once in the master before forking (a bad
+catalog or policy fails startup, not the first request) and per-worker start-up callables
+(``worker_start``) for whatever must run inside each worker: the file reload thread, warming the
+jq sandbox, and a cluster watch.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import ssl
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+
+from webhook import metrics
+from webhook.certs import CertError
+from webhook.jqexpr import EVAL_TIMEOUT, Engine
+from webhook.registry import State
+from webhook.samples import SampleIndex
+from webhook.server import Webhooks, create_app
+from webhook.tls import CertReloader
+from webhook.worker import worker_class
+
+log = logging.getLogger("karta_webhook")
+
+#: Something to run in each worker after the fork, with the worker's state and jq engine.
+WorkerStart = Callable[[State, Engine], Any]
+
+
+def dev_certificate(certs_dir: Path, port: int) -> tuple[Path, Path]:
+    """The certificate and key for serving without ``--tls-cert``: a development CA and a
+    certificate for localhost, made or reused in ``certs_dir`` (see
+    :func:`~webhook.certs.ensure_dev_certs`). Logs which CA to trust and how to try it."""
+    from webhook.certs import ensure_dev_certs
+
+    paths = ensure_dev_certs(certs_dir)
+    log.info(
+        "no --tls-cert/--tls-key: serving a development certificate for localhost",
+        extra={
+            "fields": {
+                "ca": str(paths.ca_cert),
+                "try": f"curl --cacert {paths.ca_cert} https://localhost:{port}/healthz",
+            }
+        },
+    )
+    return paths.cert, paths.key
+
+
+def cluster_start(kubeconfig: str | None, certfile: Path) -> WorkerStart:
+    """The per-worker start of the cluster sync and webhook keeper (:func:`webhook.kube.start`).
+
+    The ``ca.crt`` beside the serving certificate, when there is one (the mounted Secret, or
+    ``karta-webhook certs`` output), is what the keeper publishes as ``caBundle``.
+    """
+    from webhook import kube
+    from webhook.certs import CA_CERT_FILE
+
+    ca_file = Path(certfile).parent / CA_CERT_FILE
+    return functools.partial(
+        kube.start, kubeconfig=kubeconfig, ca_file=ca_file if ca_file.is_file() else None
+    )
+
+
+def run(
+    state: State,
+    *,
+    host: str = "0.0.0.0",
+    port: int = 8443,
+    certfile: str | Path,
+    keyfile: str | Path,
+    workers: int = 2,
+    threads: int = 8,
+    samples: SampleIndex | None = None,
+    validate_timeout: float = EVAL_TIMEOUT,
+    keepalive: int = 30,
+    graceful_timeout: int = 20,
+    worker_start: Sequence[WorkerStart] = (),
+) -> int:
+    """Serve ``create_app(state)`` with gunicorn until a signal stops it.
+
+    ``state`` is loaded here, in the master, before the workers fork (so a bad catalog or policy
+    fails before serving). Each worker then runs, in order: warm the jq sandbox, start the file
+    reload thread, and every callable of ``worker_start`` with the worker's ``State`` and jq
+    engine (e.g. a cluster watch calling ``state.set_cluster(...)``: threads do not survive
+    ``fork``, so per-process work belongs there).
+    """
+    from gunicorn.app.base import BaseApplication
+
+    try:  # unusable files fail here, before forking, as an input error (exit 2)
+        cert = CertReloader(certfile, keyfile)
+    except (OSError, ValueError) as e:
+        why = (e.strerror if isinstance(e, OSError) else None) or e
+        raise CertError(
+            f"cannot load TLS certificate {certfile} with key {keyfile}: {why}"
+        ) from None
+    app = create_app(state, samples=samples, validate_timeout=validate_timeout)
+    hooks: Webhooks = app.extensions["karta"]
+    # The master never serves: drop the gauge it just set, or its stale value would outlive
+    # the workers' reloads ("livemax" counts every live process).
+    metrics.mark_process_dead(os.getpid())
+    bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def ssl_context(conf: Any, default_factory: Any) -> ssl.SSLContext:
+        return cert.context()
+
+    def post_fork(server: Any, worker: Any) -> None:
+        try:
+            hooks.engine.warm()
+        except Exception:
+            log.exception("warming the jq sandbox failed")
+        metrics.DEFINITIONS.set(len(state.snapshot.registry))
+        hooks.reloader.start()
+        for start in worker_start:
+            try:
+                start(state, hooks.engine)
+            except Exception:  # logged; /readyz tells whether what it should do got done
+                log.exception("worker start hook failed", extra={"fields": {"hook": repr(start)}})
+
+    def child_exit(server: Any, worker: Any) -> None:
+        metrics.mark_process_dead(worker.pid)
+
+    def when_ready(server: Any) -> None:
+        log.info(
+            "serving",
+            extra={
+                "fields": {
+                    "bind": bind,
+                    "workers": workers,
+                    "threads": threads,
+                    "definitions": len(state.snapshot.registry),
+                    "cert": str(certfile),
+                }
+            },
+        )
+
+    options: dict[str, Any] = {
+        "bind": [bind],
+        "workers": max(1, workers),
+        "worker_class": worker_class(),
+        "threads": max(1, threads),
+        "keepalive": keepalive,
+        "timeout": 30,
+        "graceful_timeout": graceful_timeout,
+        "certfile": str(certfile),
+        "keyfile": str(keyfile),
+        "ssl_context": ssl_context,
+        "preload_app": True,
+        "post_fork": post_fork,
+        "child_exit": child_exit,
+        "when_ready": when_ready,
+        "accesslog": None,
+        "errorlog": "-",
+        "loglevel": "info",
+        "proc_name": "karta-webhook",
+        # Headers only; bodies are capped by the app (MAX_BODY). Generous for long tokens.
+        "limit_request_line": 8190,
+        "limit_request_field_size": 16380,
+        # gunicorn >= 24 opens a control socket in ~/.gunicorn by default; one server per
+        # machine could own it, and the webhook has no use for it.
+        "control_socket_disable": True,
+    }
+    if os.path.isdir("/dev/shm"):
+        options["worker_tmp_dir"] = "/dev/shm"
+
+    class _Server(BaseApplication):  # type: ignore[misc]
+        def load_config(self) -> None:
+            for key, value in options.items():
+                if key in self.cfg.settings:  # settings differ between gunicorn versions
+                    self.cfg.set(key, value)
+
+        def load(self) -> Flask:
+            return app
+
+    _Server().run()
+    return 0

@@ -1,0 +1,80 @@
+"""The serving certificate, reloaded when its files change."""
+
+from __future__ import annotations
+
+import logging
+import os
+import ssl
+import threading
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("karta_webhook")
+
+
+class CertReloader:
+    """A server TLS context (TLS >= 1.2) rebuilt when the certificate or key file changes.
+
+    :meth:`context` is gunicorn's ``ssl_context`` hook (its gthread worker calls it for every
+    new connection); the context's ``sni_callback`` swaps in the newest context too, so a server
+    that built its context once still hands new connections the new certificate. A pair that
+    does not load (the key written, the certificate not yet, or garbage) is retried on the next
+    connection while the last good context stays in use.
+    """
+
+    def __init__(self, certfile: str | Path, keyfile: str | Path) -> None:
+        self.certfile = str(certfile)
+        self.keyfile = str(keyfile)
+        self._lock = threading.Lock()
+        self._stamp: tuple[Any, ...] | None = None
+        self._failed: tuple[Any, ...] | None = None
+        self._ctx: ssl.SSLContext | None = None
+        self.context()  # fail now, not on the first connection, if the files are unusable
+
+    def _stamps(self) -> tuple[Any, ...]:
+        out = []
+        for p in (self.certfile, self.keyfile):
+            try:
+                st = os.stat(p)
+                out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
+    def _build(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(self.certfile, self.keyfile)
+        ctx.set_alpn_protocols(["http/1.1"])
+        ctx.sni_callback = self._sni
+        return ctx
+
+    def context(self) -> ssl.SSLContext:
+        stamp = self._stamps()
+        ctx = self._ctx
+        if ctx is not None and (stamp == self._stamp or stamp == self._failed):
+            return ctx
+        with self._lock:
+            if self._ctx is not None and stamp in (self._stamp, self._failed):
+                return self._ctx
+            try:
+                new = self._build()
+            except (OSError, ssl.SSLError, ValueError) as e:
+                if self._ctx is None:
+                    raise
+                if stamp != self._failed:
+                    log.error(
+                        "new TLS certificate not loaded; serving the previous one",
+                        extra={"fields": {"cert": self.certfile, "error": str(e)}},
+                    )
+                self._failed = stamp
+                return self._ctx
+            if self._ctx is not None:
+                log.info("TLS certificate reloaded", extra={"fields": {"cert": self.certfile}})
+            self._ctx, self._stamp, self._failed = new, stamp, None
+            return new
+
+    def _sni(self, sock: ssl.SSLObject | ssl.SSLSocket, server_name: str | None, _ctx: Any) -> None:
+        new = self.context()
+        if sock.context is not new:
+            sock.context = new
