@@ -17,8 +17,9 @@ import pytest
 import yaml
 from helpers import ENGINE
 
-from webhook.definitions import GVK, catalog_dir, load_files
+from webhook.definitions import catalog_dir, load_files
 from webhook.documents import read_documents
+from webhook.gvk import GVK
 from webhook.mutation import plan
 from webhook.policy import parse_policy
 from webhook.workload import resolve

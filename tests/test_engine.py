@@ -13,7 +13,6 @@ from helpers import ENGINE
 
 from webhook import jqexpr
 from webhook.definitions import (
-    GVK,
     catalog_dir,
     jq_fields,
     load_definition,
@@ -21,6 +20,7 @@ from webhook.definitions import (
 )
 from webhook.documents import read_documents
 from webhook.errors import DefinitionError
+from webhook.gvk import GVK
 from webhook.handlers import mutate_object
 from webhook.mutation import plan
 from webhook.policy import parse_policy

@@ -31,7 +31,7 @@ from kubernetes import client
 
 from webhook import handlers
 from webhook.admission import Request
-from webhook.definitions import GVK
+from webhook.gvk import GVK
 from webhook.handlers import conflicting_karta
 from webhook.kartasync import ClusterSync, load_cluster_karta
 from webhook.keeper import Discovery, WebhookConfigKeeper, plural_from_discovery

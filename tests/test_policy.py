@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.definitions import GVK
+from webhook.gvk import GVK
 from webhook.policy import PolicyError, parse_policy, render
 
 

@@ -16,8 +16,9 @@ import jsonpatch
 import pytest
 from helpers import ENGINE
 
-from webhook.definitions import GVK, catalog_dir
+from webhook.definitions import catalog_dir
 from webhook.documents import read_documents
+from webhook.gvk import GVK
 from webhook.mutation import plan
 from webhook.policy import parse_policy
 from webhook.registry import load_registry

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from helpers import ENGINE
 
-from webhook.definitions import GVK, catalog_dir, parse, samples_dir
+from webhook.definitions import catalog_dir, parse, samples_dir
 from webhook.documents import read_documents
+from webhook.gvk import GVK
 from webhook.samples import SampleIndex
 from webhook.validation import Report, check
 

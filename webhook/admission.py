@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from webhook.definitions import GVK
+from webhook.gvk import GVK
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -83,11 +83,12 @@ def decode(body: bytes) -> Request:
     if isinstance(kind, dict) and isinstance(kind.get("kind"), str):
         gvk = GVK(str(kind.get("group") or ""), str(kind.get("version") or ""), kind["kind"])
     user = req.get("userInfo")
+    resource = req.get("resource")
     return Request(
         uid=uid,
         operation=operation,
         kind=gvk,
-        resource=req.get("resource") if isinstance(req.get("resource"), dict) else {},
+        resource=resource if isinstance(resource, dict) else {},
         sub_resource=str(req.get("subResource") or ""),
         name=str(req.get("name") or ""),
         namespace=str(req.get("namespace") or ""),

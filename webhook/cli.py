@@ -20,9 +20,10 @@ import yaml
 
 from webhook import __version__, describe
 from webhook.admission import request_for
-from webhook.definitions import GVK, is_karta, not_a_karta, samples_dir
+from webhook.definitions import is_karta, not_a_karta, samples_dir
 from webhook.documents import read_documents
 from webhook.errors import InputError, KartaError
+from webhook.gvk import GVK
 from webhook.handlers import mutate_object, validate
 from webhook.jqexpr import EVAL_TIMEOUT, Engine
 from webhook.policy import EMPTY, load_policy
@@ -44,7 +45,10 @@ def _err(msg: str) -> None:
 
 
 def _dump_yaml(docs: Sequence[Any]) -> str:
-    return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    text: str = yaml.safe_dump_all(
+        docs, sort_keys=False, default_flow_style=False, allow_unicode=True
+    )
+    return text
 
 
 def _print_json(value: Any) -> None:
@@ -107,7 +111,9 @@ def cmd_describe(args: argparse.Namespace) -> int:
     for source, doc in docs:
         karta = registry.lookup(GVK.of(doc))
         if karta is None:
-            _err(f"{source}: no definition for {GVK.of(doc) or 'an object without apiVersion/kind'}")
+            _err(
+                f"{source}: no definition for {GVK.of(doc) or 'an object without apiVersion/kind'}"
+            )
             code = EXIT_FINDING
             continue
         w = resolve(karta, doc, engine)
@@ -199,7 +205,12 @@ def _prepare_metrics_dir() -> None:
     made = tempfile.mkdtemp(prefix="karta-webhook-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
     master = os.getpid()
-    atexit.register(lambda: os.getpid() == master and shutil.rmtree(made, ignore_errors=True))
+
+    def remove() -> None:
+        if os.getpid() == master:  # forked workers inherit the hook
+            shutil.rmtree(made, ignore_errors=True)
+
+    atexit.register(remove)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

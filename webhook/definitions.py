@@ -31,6 +31,7 @@ from webhook.fields import (
     Role,
     Subject,
 )
+from webhook.gvk import GVK
 from webhook.instructions import Instructions, parse_instructions
 from webhook.reader import Reader, type_name
 
@@ -51,33 +52,6 @@ STATUS_ORDER = (
     "degraded",
 )
 UNDEFINED = "Undefined"
-
-
-@dataclass(frozen=True, order=True)
-class GVK:
-    """A group/version/kind; the core group is the empty string."""
-
-    group: str
-    version: str
-    kind: str
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @classmethod
-    def of(cls, obj: Any) -> GVK | None:
-        """The GVK of a Kubernetes object from its ``apiVersion`` and ``kind``."""
-        if not isinstance(obj, Mapping):
-            return None
-        api_version, kind = obj.get("apiVersion"), obj.get("kind")
-        if not isinstance(api_version, str) or not isinstance(kind, str) or not kind:
-            return None
-        group, _, version = api_version.rpartition("/")
-        return cls(group, version, kind)
-
-    def __str__(self) -> str:
-        return f"{self.group}/{self.version} {self.kind}"
 
 
 def is_karta_kind(gvk: GVK | None) -> bool:
@@ -219,7 +193,7 @@ def _gvk(r: Reader, value: Any, path: str) -> GVK | None:
     d = r.obj(value, path)
     if d is None:
         return None
-    parts = [r.str(d.get(k), join_path(path, k)) for k in ("group", "version", "kind")]
+    parts = [r.string(d.get(k), join_path(path, k)) for k in ("group", "version", "kind")]
     group, version, kind = ((p or "") for p in parts)
     return GVK(group, version, kind)
 
@@ -237,15 +211,21 @@ def _exprs(r: Reader, d: Mapping[str, Any], path: str) -> dict[Role, str]:
         holder = r.at(d, f.at[:-1], path)
         if holder is None:
             continue
-        expr = r.str(holder.get(f.at[-1]), join_path(path, f.name), required=f.required)
+        expr = r.string(holder.get(f.at[-1]), join_path(path, f.name), required=f.required)
         if expr:
             out[f.role] = expr
     return out
 
 
-def _patterns(r: Reader, d: Mapping[str, Any], path: str, exprs: Mapping[Role, str]) -> tuple[str, ...]:
+def _patterns(
+    r: Reader, d: Mapping[str, Any], path: str, exprs: Mapping[Role, str]
+) -> tuple[str, ...]:
     spec = r.at(d, ("specDefinition",), path) or {}
-    found = [p for p, role in ((TEMPLATE, Role.POD_TEMPLATE_SPEC), (POD_SPEC, Role.POD_SPEC)) if role in exprs]
+    found = [
+        p
+        for p, role in ((TEMPLATE, Role.POD_TEMPLATE_SPEC), (POD_SPEC, Role.POD_SPEC))
+        if role in exprs
+    ]
     if isinstance(spec.get(FRAGMENTED), dict):
         found.append(FRAGMENTED)
     return tuple(found)
@@ -257,24 +237,24 @@ def _matcher(r: Reader, value: Any, path: str) -> StatusMatcher | None:
         return None
     conditions = []
     cpath = join_path(path, "byConditions")
-    for i, c in enumerate(r.list(d.get("byConditions"), cpath)):
+    for i, c in enumerate(r.items(d.get("byConditions"), cpath)):
         ipath = join_path(cpath, i)
         cd = r.obj(c, ipath)
         if cd is None:
             continue
-        ctype = r.str(cd.get("type"), join_path(ipath, "type"), required=True) or ""
+        ctype = r.string(cd.get("type"), join_path(ipath, "type"), required=True) or ""
         conditions.append(
             ConditionMatcher(
                 ctype,
-                r.str(cd.get("status"), join_path(ipath, "status")),
-                r.str(cd.get("reason"), join_path(ipath, "reason")),
+                r.string(cd.get("status"), join_path(ipath, "status")),
+                r.string(cd.get("reason"), join_path(ipath, "reason")),
             )
         )
     expression = expected = None
     epath = join_path(path, "byExpression")
     ed = r.obj(d.get("byExpression"), epath)
     if ed is not None:
-        expression = r.str(ed.get("expression"), join_path(epath, "expression"), required=True)
+        expression = r.string(ed.get("expression"), join_path(epath, "expression"), required=True)
         # YAML turns `expectedResult: true` into a boolean; the comparison is on jq's
         # `tostring`, so accept scalars the way a user means them.
         expected = _scalar_text(ed.get("expectedResult"))
@@ -282,7 +262,7 @@ def _matcher(r: Reader, value: Any, path: str) -> StatusMatcher | None:
             r.missing(join_path(epath, "expectedResult"))
     return StatusMatcher(
         field_path=path,
-        by_phase=r.str(d.get("byPhase"), join_path(path, "byPhase")),
+        by_phase=r.string(d.get("byPhase"), join_path(path, "byPhase")),
         by_conditions=tuple(conditions),
         by_expression=expression,
         expected_result=expected,
@@ -297,7 +277,7 @@ def _status(r: Reader, value: Any, path: str) -> StatusDefinition | None:
     cd = r.obj(d.get("conditionsDefinition"), cpath) or {}
 
     def name(key: str, default: str) -> str:
-        return r.str(cd.get(key), join_path(cpath, key)) or default
+        return r.string(cd.get(key), join_path(cpath, key)) or default
 
     mpath = join_path(path, "statusMappings")
     md = r.obj(d.get("statusMappings"), mpath) or {}
@@ -308,7 +288,7 @@ def _status(r: Reader, value: Any, path: str) -> StatusDefinition | None:
             r.error(kpath, f"unknown status; expected one of {', '.join(STATUS_ORDER)}")
             continue
         parsed = [
-            _matcher(r, m, join_path(kpath, i)) for i, m in enumerate(r.list(matchers, kpath))
+            _matcher(r, m, join_path(kpath, i)) for i, m in enumerate(r.items(matchers, kpath))
         ]
         mappings[key] = tuple(m for m in parsed if m is not None)
     return StatusDefinition(
@@ -322,12 +302,12 @@ def _status(r: Reader, value: Any, path: str) -> StatusDefinition | None:
 
 def _actions(r: Reader, value: Any, path: str) -> tuple[Action, ...]:
     out = []
-    for i, a in enumerate(r.list(value, path)):
+    for i, a in enumerate(r.items(value, path)):
         ipath = join_path(path, i)
         ad = r.obj(a, ipath)
         if ad is None:
             continue
-        apath = r.str(ad.get("path"), join_path(ipath, "path"), required=True) or ""
+        apath = r.string(ad.get("path"), join_path(ipath, "path"), required=True) or ""
         # Upstream types `value` as a string holding JSON; YAML users write `value: true`.
         raw_value = _scalar_text(ad.get("value"))
         if raw_value is None:
@@ -354,10 +334,10 @@ def _component(r: Reader, value: Any, path: str) -> Component | None:
     exprs = _exprs(r, d, path)
     selector = r.at(d, ("podSelector", "componentTypeSelector"), path) or {}
     return Component(
-        name=r.str(d.get("name"), join_path(path, "name"), required=True) or "",
+        name=r.string(d.get("name"), join_path(path, "name"), required=True) or "",
         field_path=path,
         kind=_gvk(r, d.get("kind"), join_path(path, "kind")),
-        owner_ref=r.str(d.get("ownerRef"), join_path(path, "ownerRef")),
+        owner_ref=r.string(d.get("ownerRef"), join_path(path, "ownerRef")),
         exprs=exprs,
         patterns=_patterns(r, d, path, exprs),
         status=_status(r, d.get("statusDefinition"), join_path(path, "statusDefinition")),
@@ -377,7 +357,7 @@ def parse(doc: Any, source: str = "<input>") -> Karta:
     if doc.get("apiVersion") != API_VERSION or doc.get("kind") != KIND:
         raise DefinitionError(source, [FieldError("", f"not a Karta: {not_a_karta(doc)}")])
     meta = r.obj(doc.get("metadata"), "metadata") or {}
-    name = r.str(meta.get("name"), "metadata.name", required=True) or ""
+    name = r.string(meta.get("name"), "metadata.name", required=True) or ""
     spec = r.obj(doc.get("spec"), "spec", required=True) or {}
     sd_path = "spec.structureDefinition"
     sd = r.obj(spec.get("structureDefinition"), sd_path, required=True) or {}
@@ -385,12 +365,12 @@ def parse(doc: Any, source: str = "<input>") -> Karta:
     cpath = join_path(sd_path, "childComponents")
     children = [
         _component(r, c, join_path(cpath, i))
-        for i, c in enumerate(r.list(sd.get("childComponents"), cpath))
+        for i, c in enumerate(r.items(sd.get("childComponents"), cpath))
     ]
     apath = join_path(sd_path, "additionalChildKinds")
     extra = [
         _gvk(r, g, join_path(apath, i))
-        for i, g in enumerate(r.list(sd.get("additionalChildKinds"), apath))
+        for i, g in enumerate(r.items(sd.get("additionalChildKinds"), apath))
     ]
     instructions = parse_instructions(
         r, spec.get("optimizationInstructions"), "spec.optimizationInstructions"

@@ -21,7 +21,7 @@ Document = tuple[str, Any]
 SUFFIXES = (".yaml", ".yml", ".json")
 
 
-class _JsonLoader(yaml.SafeLoader):
+class _JsonLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no types
     """YAML as the API server reads it: a document becomes JSON, so values JSON has no type
     for stay text — an unquoted ``2024-01-01`` is the string kubectl would send, not a
     ``date`` that would break every JSON encoder downstream (the jq sandbox, ``-o json``)."""
@@ -82,7 +82,9 @@ def document_files(paths: list[Path], *, recursive: bool = False, what: str = ""
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            files.extend(yaml_files(p) if recursive else sorted(filter(is_document_file, p.iterdir())))
+            files.extend(
+                yaml_files(p) if recursive else sorted(filter(is_document_file, p.iterdir()))
+            )
         elif p.exists() or str(p) == "-":
             files.append(p)
         else:

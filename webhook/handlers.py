@@ -15,8 +15,9 @@ from typing import Any
 
 from webhook import definitions, jqexpr
 from webhook.admission import Request, Response
-from webhook.definitions import GVK, Karta, is_karta_kind
+from webhook.definitions import Karta, is_karta_kind
 from webhook.errors import FieldError
+from webhook.gvk import GVK
 from webhook.jqexpr import Engine
 from webhook.mutation import plan
 from webhook.policy import Policy
@@ -214,9 +215,7 @@ def _meta_name(obj: Mapping[str, Any]) -> str:
     return str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
 
 
-def conflicting_karta(
-    obj: Mapping[str, Any], existing: Sequence[Mapping[str, Any]]
-) -> str | None:
+def conflicting_karta(obj: Mapping[str, Any], existing: Sequence[Mapping[str, Any]]) -> str | None:
     """The error for a Karta whose root group/version/kind another Karta (by name) already
     defines, else None. A Karta never collides with itself (an update), and the same group and
     kind at another version is a different definition. Best effort, as upstream's: two creates

@@ -96,13 +96,18 @@ class Instructions:
                 ):
                     for i, expr in enumerate(exprs):
                         if expr:
-                            yield f"{m.field_path}.{role.value}[{i}]", expr, m.component or None, role
+                            yield (
+                                f"{m.field_path}.{role.value}[{i}]",
+                                expr,
+                                m.component or None,
+                                role,
+                            )
 
 
 def _strings(r: Reader, value: Any, path: str) -> tuple[str, ...]:
     out = []
-    for i, v in enumerate(r.list(value, path)):
-        s = r.str(v, join_path(path, i))
+    for i, v in enumerate(r.items(value, path)):
+        s = r.string(v, join_path(path, i))
         if s is not None:
             out.append(s)
     return tuple(out)
@@ -113,19 +118,19 @@ def _topology(r: Reader, value: Any, path: str) -> Topology | None:
     if d is None:
         return None
     return Topology(
-        r.str(d.get("topologyName"), join_path(path, "topologyName")),
-        r.str(d.get("preferredTopologyLevel"), join_path(path, "preferredTopologyLevel")),
-        r.str(d.get("requiredTopologyLevel"), join_path(path, "requiredTopologyLevel")),
+        r.string(d.get("topologyName"), join_path(path, "topologyName")),
+        r.string(d.get("preferredTopologyLevel"), join_path(path, "preferredTopologyLevel")),
+        r.string(d.get("requiredTopologyLevel"), join_path(path, "requiredTopologyLevel")),
     )
 
 
 def _component_name(r: Reader, d: Mapping[str, Any], path: str) -> str:
-    return r.str(d.get("componentName"), join_path(path, "componentName"), required=True) or ""
+    return r.string(d.get("componentName"), join_path(path, "componentName"), required=True) or ""
 
 
 def _members(r: Reader, value: Any, path: str) -> tuple[Member, ...]:
     out = []
-    for i, m in enumerate(r.list(value, path)):
+    for i, m in enumerate(r.items(value, path)):
         mp = join_path(path, i)
         md = r.obj(m, mp)
         if md is None:
@@ -147,17 +152,19 @@ def _pod_group(r: Reader, value: Any, path: str) -> PodGroup | None:
         return None
     subs = []
     spath = join_path(path, "subGroups")
-    for i, s in enumerate(r.list(d.get("subGroups"), spath)):
+    for i, s in enumerate(r.items(d.get("subGroups"), spath)):
         ip = join_path(spath, i)
         sd = r.obj(s, ip)
         if sd is not None:
             subs.append(
                 SubGroup(
-                    _component_name(r, sd, ip), ip, _topology(r, sd.get("topology"), join_path(ip, "topology"))
+                    _component_name(r, sd, ip),
+                    ip,
+                    _topology(r, sd.get("topology"), join_path(ip, "topology")),
                 )
             )
     return PodGroup(
-        r.str(d.get("name"), join_path(path, "name")) or "",
+        r.string(d.get("name"), join_path(path, "name")) or "",
         path,
         tuple(subs),
         _topology(r, d.get("topology"), join_path(path, "topology")),
@@ -172,16 +179,18 @@ def parse_instructions(r: Reader, value: Any, path: str) -> Instructions:
         return Instructions(None, d)
     groups = []
     ppath = join_path(gpath, "podGroups")
-    for i, g in enumerate(r.list(gd.get("podGroups"), ppath)):
+    for i, g in enumerate(r.items(gd.get("podGroups"), ppath)):
         ip = join_path(ppath, i)
         g_d = r.obj(g, ip)
         if g_d is not None:
             groups.append(
                 PodGroups(
-                    r.str(g_d.get("name"), join_path(ip, "name")) or "",
+                    r.string(g_d.get("name"), join_path(ip, "name")) or "",
                     ip,
                     _members(r, g_d.get("members"), join_path(ip, "members")),
                 )
             )
-    gang = GangScheduling(tuple(groups), _pod_group(r, gd.get("podGroup"), join_path(gpath, "podGroup")))
+    gang = GangScheduling(
+        tuple(groups), _pod_group(r, gd.get("podGroup"), join_path(gpath, "podGroup"))
+    )
     return Instructions(gang, d)

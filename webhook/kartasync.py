@@ -19,10 +19,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubernetes import client, watch
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
-from webhook.definitions import GROUP, GVK, VERSION, Karta, load_definition
+from webhook.definitions import GROUP, VERSION, Karta, load_definition
 from webhook.errors import DefinitionError, KartaError
+from webhook.gvk import GVK
 from webhook.handlers import conflicting_karta
 from webhook.jqexpr import Engine
 from webhook.kubeapi import Daemon, backoff, describe_error, log_event, request
@@ -110,7 +111,7 @@ class ClusterSync(Daemon):
         self._stop.set()
         w = self._watch
         if w is not None:
-            w.stop()
+            w.stop()  # type: ignore[no-untyped-call]
             resp = getattr(w, "_resp", None)
             if resp is not None:  # unblock a read that is waiting for the next event
                 with contextlib.suppress(Exception):  # best effort, from another thread
@@ -185,10 +186,10 @@ class ClusterSync(Daemon):
     def watch_once(self, rv: str, timeout_seconds: int) -> str:
         """Watch from ``rv`` until the server ends the stream; returns the last resourceVersion.
         Raises :class:`Gone` on 410 (an ERROR event or the HTTP status)."""
-        w = watch.Watch()
+        w = watch.Watch()  # type: ignore[no-untyped-call]
         self._watch = w
         try:
-            for event in w.stream(
+            for event in w.stream(  # type: ignore[no-untyped-call]
                 self.custom.list_cluster_custom_object,
                 GROUP,
                 VERSION,
@@ -214,7 +215,8 @@ class ClusterSync(Daemon):
         obj = event.get("raw_object", event.get("object"))
         if not isinstance(obj, dict):
             return rv
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
         new_rv = str(meta.get("resourceVersion") or rv)
         if kind == "ERROR":
             if obj.get("code") == 410:
@@ -256,21 +258,22 @@ class ClusterSync(Daemon):
         self._loaded = cache
 
         def age(item: tuple[Mapping[str, Any], Karta]) -> tuple[str, str]:
-            meta = item[0].get("metadata") or {}
-            return (str(meta.get("creationTimestamp") or ""), item[1].name)
+            meta = item[0].get("metadata")
+            created = meta.get("creationTimestamp") if isinstance(meta, Mapping) else None
+            return (str(created or ""), item[1].name)
 
         kept: dict[GVK | None, Karta] = {}
         kept_objs: list[Mapping[str, Any]] = []
-        for obj, karta in sorted(loaded, key=age):
+        for raw_obj, karta in sorted(loaded, key=age):
             if karta.gvk in kept:
                 log_event(
                     "karta.skipped",
                     logging.WARNING,
                     name=karta.name,
-                    errors=[conflicting_karta(obj, kept_objs)],
+                    errors=[conflicting_karta(raw_obj, kept_objs)],
                 )
                 continue
             kept[karta.gvk] = karta
-            kept_objs.append(obj)
+            kept_objs.append(raw_obj)
         raw = [objects[n] for n in sorted(objects)]
         self.state.set_cluster(sorted(kept.values(), key=lambda k: k.name), raw)

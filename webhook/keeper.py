@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
-from webhook.definitions import GVK
+from webhook.gvk import GVK
 from webhook.kubeapi import Daemon, backoff, describe_error, log_event, request
 from webhook.leader import LeaseElector
 from webhook.manifests import (
@@ -133,7 +133,9 @@ class WebhookConfigKeeper(Daemon):
         try:
             pem = self.ca_file.read_bytes()
         except OSError as e:
-            log_event("webhooks.ca-unreadable", logging.WARNING, file=str(self.ca_file), error=str(e))
+            log_event(
+                "webhooks.ca-unreadable", logging.WARNING, file=str(self.ca_file), error=str(e)
+            )
             return None
         return encode_ca_bundle(pem) if pem.strip() else None
 
@@ -163,7 +165,9 @@ class WebhookConfigKeeper(Daemon):
                 current = request(self.api, "GET", path)
             except ApiException as e:
                 if e.status == 404:
-                    log_event("webhooks.missing", logging.WARNING, resource=resource, name=self.name)
+                    log_event(
+                        "webhooks.missing", logging.WARNING, resource=resource, name=self.name
+                    )
                     return False
                 raise
             changed = []
@@ -225,6 +229,8 @@ class WebhookConfigKeeper(Daemon):
                 failures += 1
                 self._dirty = True
                 delay = min(self.retry_seconds, backoff(failures, 0.5, self.retry_seconds * 4))
-                log_event("webhooks.error", logging.WARNING, error=describe_error(e), failures=failures)
+                log_event(
+                    "webhooks.error", logging.WARNING, error=describe_error(e), failures=failures
+                )
             self._wake.wait(delay)
             self._wake.clear()

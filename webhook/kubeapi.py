@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from webhook.errors import KartaError
 
@@ -55,13 +55,14 @@ def request(
         body=body,
         auth_settings=["BearerToken"],
     )
-    resp = api.call_api(*params, _request_timeout=timeout)
+    resp: Any = api.call_api(*params, _request_timeout=timeout)
     resp.read()
+    data: bytes = resp.data or b""
     if not 200 <= resp.status <= 299:
         raise ApiException.from_response(
-            http_resp=resp, body=resp.data.decode("utf-8", "replace"), data=None
+            http_resp=resp, body=data.decode("utf-8", "replace"), data=None
         )
-    return json.loads(resp.data) if resp.data else None
+    return json.loads(data) if data else None
 
 
 def api_client_from_config(kubeconfig: str | None = None) -> client.ApiClient | None:
@@ -70,9 +71,9 @@ def api_client_from_config(kubeconfig: str | None = None) -> client.ApiClient | 
     cfg = client.Configuration()
     try:
         if kubeconfig:
-            config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+            config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
         else:
-            config.load_incluster_config(client_configuration=cfg)
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     except config.ConfigException as e:
         if kubeconfig:
             raise KartaError(f"{kubeconfig}: cannot use kubeconfig: {e}") from e
@@ -95,7 +96,6 @@ def identity() -> str:
     """Lease holder: the pod name (or host name) and the process id, since every gunicorn
     worker runs its own elector and only one of them may write."""
     return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
-
 
 
 def describe_error(e: BaseException) -> str:

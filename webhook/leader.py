@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from webhook.kubeapi import describe_error, identity, log_event, request
 

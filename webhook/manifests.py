@@ -12,7 +12,8 @@ import base64
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from webhook.definitions import GROUP, GVK, VERSION, is_karta_kind
+from webhook.definitions import GROUP, VERSION, is_karta_kind
+from webhook.gvk import GVK
 
 NAME = "karta-webhook"  # configurations, Service and ServiceAccount share it
 WORKLOAD_WEBHOOK = "workloads.karta-webhook.run.ai"

@@ -75,7 +75,7 @@ def render() -> tuple[bytes, str]:
     """The text exposition of every metric, summed over worker processes when there are any."""
     if multiprocess_dir():
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
 
@@ -83,4 +83,4 @@ def render() -> tuple[bytes, str]:
 def mark_process_dead(pid: int) -> None:
     """Forget the live gauges of a worker that exited (gunicorn ``child_exit``)."""
     if multiprocess_dir():
-        multiprocess.mark_process_dead(pid)
+        multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]

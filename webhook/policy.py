@@ -28,10 +28,10 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from webhook.definitions import GVK
 from webhook.documents import read_documents
 from webhook.errors import FieldError, InputError
 from webhook.fields import INJECTABLES, Injectable
+from webhook.gvk import GVK
 
 VARIABLES = ("workload.name", "workload.namespace", "workload.kind", "component", "instance")
 _VAR = re.compile(r"\$\$|\$\(([^)]*)\)")

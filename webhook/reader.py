@@ -21,9 +21,13 @@ def type_name(value: Any) -> str:
         return "a boolean"
     if isinstance(value, int | float):
         return "a number"
-    return {dict: "an object", list: "a list", str: "a string"}.get(
-        type(value), type(value).__name__
-    )
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    return type(value).__name__
 
 
 class Reader:
@@ -57,17 +61,15 @@ class Reader:
         out: dict[str, Any] | None = self._typed(value, path, dict, "an object", required)
         return out
 
-    def list(self, value: Any, path: str) -> list[Any]:
+    def items(self, value: Any, path: str) -> list[Any]:
         out: list[Any] = self._typed(value, path, list, "a list", False) or []
         return out
 
-    def str(self, value: Any, path: str, *, required: bool = False) -> str | None:
+    def string(self, value: Any, path: str, *, required: bool = False) -> str | None:
         out: str | None = self._typed(value, path, str, "a string", required)
         return out
 
-    def at(
-        self, d: Mapping[str, Any], keys: Sequence[str], path: str
-    ) -> Mapping[str, Any] | None:
+    def at(self, d: Mapping[str, Any], keys: Sequence[str], path: str) -> Mapping[str, Any] | None:
         """The object ``keys`` below ``d`` (``d`` itself for no keys), None when a step is
         absent or not an object (which is recorded)."""
         cur: Mapping[str, Any] | None = d

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from webhook.definitions import GVK, Karta, catalog_dir, load_files
+from webhook.definitions import Karta, catalog_dir, load_files
 from webhook.documents import yaml_files
 from webhook.errors import KartaError
+from webhook.gvk import GVK
 from webhook.policy import EMPTY, Policy, load_policy
 
 log = logging.getLogger("karta_webhook")

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webhook.definitions import GVK, root_gvk
+from webhook.definitions import root_gvk
 from webhook.documents import read_documents, yaml_files
 from webhook.errors import KartaError
+from webhook.gvk import GVK
 
 Sample = tuple[str, Mapping[str, Any]]
 

@@ -103,7 +103,7 @@ def _reply(i: int, raw: list[dict[str, Any]], bad: dict[int, str]) -> Reply:
         return {"error": bad[i]}
     if len(raw) > MAX_RESULTS:
         return {"error": f"more than {MAX_RESULTS} results"}
-    out = []
+    out: list[Any] = []
     for item in raw:
         if "e" in item:
             msg = item["e"]

@@ -21,7 +21,8 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from webhook import admission, definitions, handlers, metrics
-from webhook.definitions import GVK, is_karta_kind
+from webhook.definitions import is_karta_kind
+from webhook.gvk import GVK
 from webhook.jqexpr import EVAL_TIMEOUT, Engine
 from webhook.registry import FileReloader, Snapshot, State
 from webhook.samples import SampleIndex

@@ -32,7 +32,7 @@ class CertReloader:
         self.context()  # fail now, not on the first connection, if the files are unusable
 
     def _stamps(self) -> tuple[Any, ...]:
-        out = []
+        out: list[tuple[int, int, int] | None] = []
         for p in (self.certfile, self.keyfile):
             try:
                 st = os.stat(p)

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook import jqsyntax
-from webhook.definitions import GVK, JqField, Karta, jq_fields, parse
+from webhook.definitions import JqField, Karta, jq_fields, parse
 from webhook.errors import DefinitionError, FieldError
 from webhook.fields import Mode, Role
+from webhook.gvk import GVK
 from webhook.jqexpr import EVAL_TIMEOUT, Engine, Outcome, pointer
 from webhook.samples import Sample
 from webhook.structure import Findings, check_structure

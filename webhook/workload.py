@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook import gpus, status
-from webhook.definitions import GVK, UNDEFINED, Component, Karta
+from webhook.definitions import UNDEFINED, Component, Karta
 from webhook.fields import (
     COMPONENT_FIELDS,
     FRAGMENTED,
@@ -37,6 +37,7 @@ from webhook.fields import (
     Need,
     Role,
 )
+from webhook.gvk import GVK
 from webhook.jqexpr import Engine, Outcome, Path_, getpath
 
 
@@ -165,7 +166,8 @@ def resolve(karta: Karta, obj: Mapping[str, Any], engine: Engine, *, full: bool 
             lambda e: batch.get(e, "values"),
             warnings,
         )
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     gvk = GVK.of(obj) or (karta.gvk or GVK("", "", ""))
     return Workload(
         gvk=gvk,

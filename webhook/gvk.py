@@ -1,0 +1,34 @@
+"""Group/version/kind: how Kubernetes names a kind of object."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, order=True)
+class GVK:
+    """A group/version/kind; the core group is the empty string."""
+
+    group: str
+    version: str
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @classmethod
+    def of(cls, obj: Any) -> GVK | None:
+        """The GVK of a Kubernetes object from its ``apiVersion`` and ``kind``."""
+        if not isinstance(obj, Mapping):
+            return None
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if not isinstance(api_version, str) or not isinstance(kind, str) or not kind:
+            return None
+        group, _, version = api_version.rpartition("/")
+        return cls(group, version, kind)
+
+    def __str__(self) -> str:
+        return f"{self.group}/{self.version} {self.kind}"
