@@ -10,9 +10,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import yaml
 
+from webhook.definitions import catalog_dir
+from webhook.documents import read_documents
+from webhook.handlers import mutate_object
 from webhook.jqexpr import Engine
+from webhook.policy import Policy, parse_policy
+from webhook.registry import load_registry
 
 ROOT = Path(__file__).resolve().parent.parent
 JOBSET = ROOT / "catalog/samples/jobset.x-k8s.io-jobset-v1alpha2/leader-workers.yaml"
@@ -20,6 +26,30 @@ JOBSET_KARTA = ROOT / "catalog/jobset.x-k8s.io-jobset-v1alpha2.yaml"
 
 #: One jq engine for the whole test session (its sandbox children are reused).
 ENGINE = Engine()
+#: The bundled catalog and its samples.
+REGISTRY = load_registry()
+SAMPLES = catalog_dir() / "samples"
+JOBSET_SAMPLE = ("jobset.x-k8s.io-jobset-v1alpha2", "leader-workers.yaml")
+
+
+def sample(stem: str, name: str) -> dict[str, Any]:
+    """A bundled sample object, by its kind's directory and file name."""
+    [(_, obj)] = read_documents(SAMPLES / stem / name)
+    assert isinstance(obj, dict)
+    return obj
+
+
+def policy(**rule: Any) -> Policy:
+    """A policy of one rule named ``r``."""
+    return parse_policy({"rules": [{"name": "r", **rule}]})
+
+
+def apply(obj: dict[str, Any], pol: Policy) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``obj`` mutated by ``pol`` through the bundled catalog, and the patch."""
+    m = mutate_object(REGISTRY, pol, obj, ENGINE)
+    assert m is not None
+    return jsonpatch.apply_patch(obj, m.ops), m.ops
+
 
 POLICY = """\
 rules:

@@ -29,7 +29,7 @@ from helpers import (
 from prometheus_client import REGISTRY
 
 from webhook import handlers, logs, server
-from webhook.registry import State
+from webhook.registry import FileReloader, State
 
 
 @pytest.fixture
@@ -333,14 +333,25 @@ def test_metrics_exposition(client) -> None:
     assert "karta_webhook_definitions_loaded " in text
 
 
+class Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_policy_change_is_picked_up_and_a_bad_one_ignored(
-    client, state: State, policy_file: Path, caplog
+    state: State, policy_file: Path, caplog
 ) -> None:
-    hooks = client.application.extensions["karta"]
+    clock = Clock()
+    client = server.create_app(state, reloader=FileReloader(state, clock=clock)).test_client()
     obj = load(JOBSET)
 
     def scheduler() -> set[str]:
-        hooks.reloader._last -= 10  # pretend the throttle interval has passed
+        clock.now += 10  # the throttle interval has passed
         ops = patch_of(answer(post(client, "/mutate", review(obj))))
         return {op["value"] for op in ops if op["path"].endswith("/schedulerName")}
 
@@ -354,14 +365,18 @@ def test_policy_change_is_picked_up_and_a_bad_one_ignored(
     assert any("reload failed" in r.getMessage() for r in caplog.records)
 
 
-def test_reload_is_throttled(client, policy_file: Path) -> None:
-    hooks = client.application.extensions["karta"]
+def test_reload_is_throttled(state: State, policy_file: Path) -> None:
+    clock = Clock()
+    client = server.create_app(state, reloader=FileReloader(state, clock=clock)).test_client()
     calls = []
-    hooks.state.reload_files = lambda: calls.append(1) or []  # type: ignore[method-assign]
-    hooks.reloader._last -= 10
+    state.reload_files = lambda: calls.append(1) or []  # type: ignore[method-assign]
+    clock.now += 10
     for _ in range(5):
         client.get("/healthz")
     assert len(calls) == 1
+    clock.now += 10
+    client.get("/healthz")
+    assert len(calls) == 2
 
 
 def test_definitions_gauge_follows_the_snapshot(state: State) -> None:

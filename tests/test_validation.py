@@ -773,31 +773,6 @@ def test_samples_of_another_kind_are_skipped() -> None:
     assert any("pod.yaml" in w for w in r.warnings)
 
 
-# --------------------------------------------------------------------------- SampleIndex
-
-
-def test_sample_index_loads_recursively_and_skips_unreadable(tmp_path: Path) -> None:
-    (tmp_path / "a" / "b").mkdir(parents=True)
-    (tmp_path / "a" / "b" / "train.yaml").write_text(
-        "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: t}\n---\n"
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
-    )
-    (tmp_path / "list.json").write_text(
-        '{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Pod"}]}'
-    )
-    (tmp_path / "broken.yaml").write_text("a: [\n")
-    (tmp_path / "notes.txt").write_text("not a sample")
-    idx = SampleIndex.load([tmp_path, tmp_path / "missing"])
-    assert [s for s, _ in idx.for_gvk(JOBSET)] == ["a/b/train.yaml#0"]
-    assert sorted(s for s, _ in idx.for_gvk(GVK("", "v1", "Pod"))) == [
-        "a/b/train.yaml#1",
-        "list.json[0]",
-    ]
-    assert idx.for_gvk(GVK("x", "v1", "Y")) == []
-    assert len(idx.warnings) == 2
-    assert any("broken.yaml" in w for w in idx.warnings)
-
-
 # --------------------------------------------------------------------------- the catalog
 
 

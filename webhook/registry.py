@@ -199,10 +199,17 @@ class FileReloader:
     its last good version stays in force.
     """
 
-    def __init__(self, state: State, interval: float = RELOAD_INTERVAL) -> None:
+    def __init__(
+        self,
+        state: State,
+        interval: float = RELOAD_INTERVAL,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.state = state
         self.interval = interval
-        self._last = time.monotonic()
+        self.clock = clock
+        self._last = clock()
         self._lock = threading.Lock()
         self._thread_pid: int | None = None
 
@@ -211,18 +218,18 @@ class FileReloader:
         return self._thread_pid == os.getpid()
 
     def maybe_reload(self) -> None:
-        if self.threaded or time.monotonic() - self._last < self.interval:
+        if self.threaded or self.clock() - self._last < self.interval:
             return
         if not self._lock.acquire(blocking=False):
             return  # another thread is checking right now; this request uses the snapshot it has
         try:
-            if time.monotonic() - self._last >= self.interval:
+            if self.clock() - self._last >= self.interval:
                 self._reload()
         finally:
             self._lock.release()
 
     def _reload(self) -> None:
-        self._last = time.monotonic()
+        self._last = self.clock()
         before = self.state.snapshot
         try:
             errors = self.state.reload_files()

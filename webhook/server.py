@@ -48,10 +48,11 @@ class Webhooks:
         engine: Engine,
         samples: SampleIndex | None,
         validate_timeout: float,
+        reloader: FileReloader | None = None,
     ) -> None:
         self.state = state
         self.engine = engine
-        self.reloader = FileReloader(state)
+        self.reloader = reloader or FileReloader(state)
         self.validate_timeout = validate_timeout
         self._samples = samples
         self._samples_lock = threading.Lock()
@@ -76,6 +77,7 @@ def create_app(
     engine: Engine | None = None,
     samples: SampleIndex | None = None,
     validate_timeout: float = EVAL_TIMEOUT,
+    reloader: FileReloader | None = None,
 ) -> Flask:
     """The webhook WSGI app over ``state``.
 
@@ -85,7 +87,8 @@ def create_app(
 
     ``engine`` evaluates the definitions' jq (the app owns one unless given); ``samples`` are
     the objects Karta definitions are evaluated on (default: the bundled catalog's samples);
-    ``validate_timeout`` bounds each evaluation of a definition's jq.
+    ``validate_timeout`` bounds each evaluation of a definition's jq; ``reloader`` re-reads
+    the state's files (one with the default interval unless given).
 
     Policy and catalog files are re-read when they change (see
     :class:`~webhook.registry.FileReloader`); when served, a thread per worker does it,
@@ -93,7 +96,7 @@ def create_app(
     """
     app = Flask("webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
-    hooks = Webhooks(state, engine or Engine(), samples, validate_timeout)
+    hooks = Webhooks(state, engine or Engine(), samples, validate_timeout, reloader)
     app.extensions["karta"] = hooks
     metrics.DEFINITIONS.set(len(state.snapshot.registry))
     state.listeners.append(lambda snap: metrics.DEFINITIONS.set(len(snap.registry)))

@@ -1,0 +1,60 @@
+"""The jq engine (webhook.jqexpr): the sandbox's bounds, absent values, native walk = libjq."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jq
+import pytest
+from helpers import ENGINE, SAMPLES
+
+from webhook.definitions import catalog_dir, jq_fields, load_files
+from webhook.documents import read_documents
+from webhook.jqexpr import plain
+
+
+def test_sandbox_has_no_environment_and_is_bounded() -> None:
+    # Even past the screen, the sandbox child has an empty environment.
+    out = ENGINE.values("$ENV | length", {})
+    assert out.items == [0]
+    slow = ENGINE.values("def f: f; f", {}, timeout=0.5)
+    assert slow.error and "timed out" in slow.error
+    assert ENGINE.values(".a + 1", {"a": 1}).items == [2]  # a fresh child after the kill
+    assert ENGINE.compile_errors([".a |"])[0]
+
+
+def test_iterating_absent_list_is_absent_not_error() -> None:
+    out = ENGINE.locations(".spec.workerGroupSpecs[].template", {"spec": {}})
+    assert out.absent and out.error is None and out.items == []
+    out = ENGINE.locations(".spec.x[] | select(.a) | .t", {"spec": {}})
+    assert out.absent and out.error is None
+    out = ENGINE.locations(".spec.x[] | {a: .}", {"spec": {"x": [1]}})
+    assert out.error and "Invalid path expression" in out.error
+
+
+def _plain_catalog_cases() -> list[Any]:
+    cases = []
+    for karta in load_files([catalog_dir()]):
+        stem = Path(karta.source).stem
+        objs = [
+            obj for f in sorted((SAMPLES / stem).glob("*.yaml")) for _, obj in read_documents(f)
+        ]
+        for field in jq_fields(karta):
+            if field.subject == "workload" and plain(field.expr) is not None:
+                cases.append(pytest.param(field.expr, objs, id=f"{stem}:{field.path}"))
+    return cases
+
+
+@pytest.mark.parametrize(("expr", "objs"), _plain_catalog_cases())
+def test_native_walk_equals_libjq_on_every_catalog_path(expr: str, objs: list[Any]) -> None:
+    program = jq.compile(f"[path({expr})]")
+    for obj in objs:
+        try:
+            want = program.input_value(obj).first()
+        except ValueError as e:
+            got = ENGINE.locations(expr, obj)
+            assert got.items == [] and (got.absent or got.error), (expr, str(e))
+            continue
+        got = ENGINE.locations(expr, obj)
+        assert [list(p) for p, _ in got.items] == want
