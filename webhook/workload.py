@@ -7,7 +7,7 @@ object reaches libjq at most once. The result is plain data: where each instance
 pod fields live (:data:`webhook.fields.INJECTABLES`; as locations, never as copies of the
 template), how many replicas and GPUs it has, and the workload's status category.
 
-Rules (see DESIGN.md, "Create parents, skip absentees"):
+Rules (docs/architecture.md, "Locations, not rewrites"):
 
 * a template, pod spec or metadata location whose value is null or absent is skipped — a
   PyTorchJob without a Master has no master instance, it does not get one;
