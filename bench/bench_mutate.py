@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from webhook import admission, handlers  # noqa: E402
+from webhook.jqexpr import Engine  # noqa: E402
 from webhook.policy import parse_policy  # noqa: E402
 from webhook.registry import load_registry  # noqa: E402
 
@@ -102,10 +103,12 @@ def review(obj: dict[str, Any]) -> bytes:
     ).encode()
 
 
-def per_review_us(body: bytes, registry: Any, seconds: float) -> tuple[float, int]:
+def per_review_us(
+    body: bytes, registry: Any, engine: Engine, seconds: float
+) -> tuple[float, int]:
     def once() -> int:
         req = admission.decode(body)
-        result = handlers.mutate(req, registry, POLICY)
+        result = handlers.mutate(req, registry, POLICY, engine)
         admission.encode(result.response)
         return result.ops
 
@@ -130,6 +133,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=2.0, help="time per case")
     args = ap.parse_args()
     registry = load_registry()
+    engine = Engine()
     cases = {
         "JobSet ~10 KB": jobset(10_000, jobs=3),
         "PyTorchJob": _load("kubeflow.org-pytorchjob-v1", "master-workers-running.yaml"),
@@ -138,7 +142,7 @@ def main() -> None:
     print(f"{'case':<16} {'bytes':>9} {'ops':>5} {'µs/review':>10}")
     for name, obj in cases.items():
         body = review(obj)
-        us, ops = per_review_us(body, registry, args.seconds)
+        us, ops = per_review_us(body, registry, engine, args.seconds)
         print(f"{name:<16} {len(body):>9} {ops:>5} {us:>10.1f}")
 
 
