@@ -67,17 +67,22 @@ def nothing_found(w: Workload, karta: Karta) -> list[str]:
     return out
 
 
+def mutate_with(
+    karta: Karta, policy: Policy, obj: Mapping[str, Any], engine: Engine
+) -> Mutation:
+    """Resolve one object under its definition and plan its patch."""
+    workload = resolve(karta, obj, engine, full=False)
+    result = plan(workload, policy, obj)
+    warnings = [*workload.warnings, *nothing_found(workload, karta), *result.warnings]
+    return Mutation(karta, workload, result.ops, warnings, result.templates_mutated)
+
+
 def mutate_object(
     registry: Registry, policy: Policy, obj: Mapping[str, Any], engine: Engine
 ) -> Mutation | None:
     """Resolve and plan one object; None when its kind has no definition."""
     karta = registry.lookup(GVK.of(obj))
-    if karta is None:
-        return None
-    workload = resolve(karta, obj, engine, full=False)
-    result = plan(workload, policy, obj)
-    warnings = [*workload.warnings, *nothing_found(workload, karta), *result.warnings]
-    return Mutation(karta, workload, result.ops, warnings, result.templates_mutated)
+    return mutate_with(karta, policy, obj, engine) if karta is not None else None
 
 
 def mutate(req: Request, registry: Registry, policy: Policy, engine: Engine) -> Result:
@@ -90,15 +95,14 @@ def mutate(req: Request, registry: Registry, policy: Policy, engine: Engine) -> 
         ops = stamp_index_labels(req.object)
         resp.patch = ops or None
         return Result(resp, kind, "patched" if ops else "unchanged", len(ops))
-    if registry.lookup(gvk) is None or req.operation not in policy.operations:
+    karta = registry.lookup(gvk)
+    if karta is None or req.operation not in policy.operations:
         return Result(resp, kind, "skipped")
     try:
-        m = mutate_object(registry, policy, req.object, engine)
+        m = mutate_with(karta, policy, req.object, engine)
     except Exception as e:  # a definition meeting an object it cannot read must not block it
         resp.warnings.append(f"karta-webhook: {kind} not mutated: {type(e).__name__}: {e}")
         return Result(resp, kind, "error")
-    if m is None:  # the object names another kind than the request: nothing to do
-        return Result(resp, kind, "skipped")
     resp.warnings.extend(f"karta-webhook: {w}" for w in m.warnings)
     resp.patch = m.ops or None
     resp.audit["mutated-templates"] = str(m.templates_mutated)
