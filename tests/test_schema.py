@@ -485,10 +485,10 @@ schema_keys = st.sampled_from(
 )  # fmt: skip
 garbage_schemas = st.recursive(
     json_values,
-    lambda inner: st.dictionaries(schema_keys | st.sampled_from(["a", "b"]), inner, max_size=5),
+    lambda inner: st.dictionaries(schema_keys | st.sampled_from(["a", "{b}"]), inner, max_size=5),
     max_leaves=30,
 )
-paths = st.lists(st.sampled_from(["a", "b", "type", 0, 1]) | st.just({"start": 0}), max_size=5)
+paths = st.lists(st.sampled_from(["a", "{b}", "type", 0, 1]) | st.just({"start": 0}), max_size=5)
 
 
 @settings(max_examples=300, deadline=None)

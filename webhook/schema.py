@@ -139,22 +139,20 @@ def _slice_bound(value: Any) -> int | None:
 
 def format_path(steps: Sequence[SchemaStep]) -> str:
     """A path in jq syntax; the empty path is ``.``."""
-    parts: list[str] = []
-    for s in steps:
-        if isinstance(s, Key):
-            parts.append("." + s.name if _IDENT_RE.match(s.name) else f"[{json.dumps(s.name)}]")
-        elif isinstance(s, Index):
-            parts.append(f"[{s.i}]")
-        elif isinstance(s, Iterate):
-            parts.append("[]")
-        else:
-            lo = "" if s.start is None else str(s.start)
-            hi = "" if s.end is None else str(s.end)
-            parts.append(f"[{lo}:{hi}]")
-    text = "".join(parts)
-    if not text.startswith("."):
-        text = "." + text
-    return text
+    text = "".join(_render_step(s) for s in steps)
+    return text if text.startswith(".") else "." + text
+
+
+def _render_step(step: SchemaStep) -> str:
+    if isinstance(step, Key):
+        return "." + step.name if _IDENT_RE.match(step.name) else f"[{json.dumps(step.name)}]"
+    if isinstance(step, Index):
+        return f"[{step.i}]"
+    if isinstance(step, Iterate):
+        return "[]"
+    lo = "" if step.start is None else str(step.start)
+    hi = "" if step.end is None else str(step.end)
+    return f"[{lo}:{hi}]"
 
 
 def check_path(
@@ -169,11 +167,10 @@ def check_path(
     node: Schema = schema if isinstance(schema, Mapping) else {}
     for i, step in enumerate(steps):
         v = view(node, embedded_root=resource_root and i == 0)
-        result = _step(v, step)
+        at = format_path(steps[:i]) if i else "the object"
+        result = _step(v, step, at, _render_step(step))
         if isinstance(result, _Stop):
-            at = format_path(steps[:i]) if i else "the object"
-            message = result.message.format(at=at, step=format_path(steps[i : i + 1]))
-            return PathCheck(result.outcome, steps, node, i, message, result.suggestions)
+            return PathCheck(result.outcome, steps, node, i, result.message, result.suggestions)
         node = result
     return PathCheck(Outcome.OK, steps, node)
 
@@ -181,48 +178,45 @@ def check_path(
 @dataclass(frozen=True, slots=True)
 class _Stop:
     outcome: Outcome
-    message: str  # with ``{at}`` (the path so far) and ``{step}`` placeholders
+    message: str
     suggestions: tuple[str, ...] = ()
 
 
-def _step(v: View, step: SchemaStep) -> Schema | _Stop:
+def _step(v: View, step: SchemaStep, at: str, step_text: str) -> Schema | _Stop:
+    """The node one step below ``v`` (the value at ``at``), or why there is none."""
     if isinstance(step, Key):
-        return _key(v, step.name)
+        return _key(v, step.name, at, step_text)
     if v.kind == "array":
         if v.items is None:
-            return _Stop(Outcome.CANNOT_JUDGE, "the schema does not say what {at} holds")
+            return _Stop(Outcome.CANNOT_JUDGE, f"the schema does not say what {at} holds")
         return v.node if isinstance(step, Slice) else v.items
     if v.kind == "object" and isinstance(step, Iterate):
         if isinstance(v.additional, Mapping):
             return v.additional
         if v.open:
-            return _Stop(Outcome.CANNOT_JUDGE, _open_reason(v))
+            return _Stop(Outcome.CANNOT_JUDGE, _open_reason(v, at, step_text))
         return _Stop(
             Outcome.CANNOT_JUDGE,
-            "{at} is " + describe(v.node) + ": iterating it visits fields of different types",
+            f"{at} is {describe(v.node)}: iterating it visits fields of different types",
         )
     if v.kind in ("any", "ambiguous"):
-        return _Stop(Outcome.CANNOT_JUDGE, _open_reason(v))
+        return _Stop(Outcome.CANNOT_JUDGE, _open_reason(v, at, step_text))
     verb = "iterate over" if isinstance(step, Iterate) else "index"
     what = "" if isinstance(step, Iterate) else " with a number"
-    return _Stop(Outcome.WRONG_TYPE, f"cannot {verb} {{at}}{what}: it is {describe(v.node)}")
+    return _Stop(Outcome.WRONG_TYPE, f"cannot {verb} {at}{what}: it is {describe(v.node)}")
 
 
-def _key(v: View, name: str) -> Schema | _Stop:
+def _key(v: View, name: str, at: str, step_text: str) -> Schema | _Stop:
+    quoted = json.dumps(name)
     if v.kind == "array":
         hint = ""
-        items = view(v.items) if v.items is not None else None
-        if items is not None and name in items.properties:
-            hint = f"; did you mean {{at}}[].{name}?"
+        if v.items is not None and name in view(v.items).properties:
+            hint = f"; did you mean {at}[]{step_text}?"
         return _Stop(
-            Outcome.WRONG_TYPE,
-            f"{{at}} is {describe(v.node)}: it has no field {json.dumps(name)}{hint}",
+            Outcome.WRONG_TYPE, f"{at} is {describe(v.node)}: it has no field {quoted}{hint}"
         )
     if v.kind not in ("object", "any", "ambiguous"):
-        return _Stop(
-            Outcome.WRONG_TYPE,
-            f"{{at}} is {describe(v.node)}: it has no field {json.dumps(name)}",
-        )
+        return _Stop(Outcome.WRONG_TYPE, f"{at} is {describe(v.node)}: it has no field {quoted}")
     if v.embedded and name in ("apiVersion", "kind"):
         return _STRING
     if v.embedded and name == "metadata":
@@ -233,17 +227,16 @@ def _key(v: View, name: str) -> Schema | _Stop:
     if isinstance(v.additional, Mapping):
         return v.additional
     if v.open or v.kind in ("any", "ambiguous"):
-        return _Stop(Outcome.CANNOT_JUDGE, _open_reason(v))
+        return _Stop(Outcome.CANNOT_JUDGE, _open_reason(v, at, step_text))
     names = list(dict.fromkeys([*v.properties, *(_EMBEDDED if v.embedded else ())]))
     if not names:
         return _Stop(
             Outcome.CANNOT_JUDGE,
-            "the schema declares no fields in {at}, so it cannot say whether "
-            + json.dumps(name)
-            + " exists (the API server drops undeclared fields)",
+            f"the schema declares no fields in {at}, so it cannot say whether {quoted} exists"
+            " (the API server drops undeclared fields)",
         )
     close = _closest(name, names)
-    message = f"{{at}} has no field {json.dumps(name)}"
+    message = f"{at} has no field {quoted}"
     if close:
         message += "; did you mean " + " or ".join(json.dumps(c) for c in close) + "?"
     else:
@@ -251,14 +244,17 @@ def _key(v: View, name: str) -> Schema | _Stop:
     return _Stop(Outcome.UNKNOWN, message, tuple(close))
 
 
-def _open_reason(v: View) -> str:
+def _open_reason(v: View, at: str, step_text: str) -> str:
     if v.kind == "ambiguous":
-        return "{at} may be one of several types (anyOf/oneOf): cannot judge {step}"
+        return f"{at} may be one of several types (anyOf/oneOf): cannot judge {step_text}"
     if v.additional is True:
-        return "{at} allows any field (additionalProperties: true): cannot judge {step}"
+        return f"{at} allows any field (additionalProperties: true): cannot judge {step_text}"
     if v.preserve:
-        return "{at} keeps fields the schema does not describe (x-kubernetes-preserve-unknown-fields): cannot judge {step}"
-    return "the schema does not describe {at}: cannot judge {step}"
+        return (
+            f"{at} keeps fields the schema does not describe"
+            f" (x-kubernetes-preserve-unknown-fields): cannot judge {step_text}"
+        )
+    return f"the schema does not describe {at}: cannot judge {step_text}"
 
 
 def _closest(name: str, names: Sequence[str]) -> list[str]:
