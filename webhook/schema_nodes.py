@@ -10,7 +10,7 @@ nothing there: these functions never raise on a bad schema.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -309,13 +309,11 @@ def _shape(node: Schema, shape: Shape, depth: int) -> ShapeCheck:
             )
         return unsure() if v.open or not v.properties else bad()
     if shape is Shape.OBJECT_META:
-        parts = [v.properties[k] for k in ("labels", "annotations") if k in v.properties]
-        if not parts:
+        names = [k for k in ("labels", "annotations") if k in v.properties]
+        if not names:
             return unsure() if v.open or not v.properties else bad(" (no labels or annotations)")
-        results = [_shape(p, Shape.STRING_MAP, depth + 1) for p in parts]
-        return _combine(
-            results, ok, unsure, bad, " whose labels or annotations are not string maps"
-        )
+        parts = {k: _shape(v.properties[k], Shape.STRING_MAP, depth + 1) for k in names}
+        return _combine(parts, ok, unsure, bad)
     if shape is Shape.POD_SPEC:
         containers = v.properties.get("containers")
         if containers is None:
@@ -341,22 +339,22 @@ def _shape(node: Schema, shape: Shape, depth: int) -> ShapeCheck:
     if spec_check.outcome is Outcome.WRONG_TYPE:
         return bad(" whose spec is not a PodSpec" + _template_hint(v, depth))
     meta_check = _shape(meta, Shape.OBJECT_META, depth + 1)
-    return _combine(
-        [spec_check, meta_check], ok, unsure, bad, " whose metadata is not object metadata"
-    )
+    return _combine({"spec": spec_check, "metadata": meta_check}, ok, unsure, bad)
 
 
 def _combine(
-    results: Sequence[ShapeCheck],
+    parts: Mapping[str, ShapeCheck],
     ok: Callable[[], ShapeCheck],
     unsure: Callable[[str], ShapeCheck],
     bad: Callable[[str], ShapeCheck],
-    bad_detail: str,
 ) -> ShapeCheck:
-    if any(r.outcome is Outcome.WRONG_TYPE for r in results):
-        return bad(bad_detail)
-    if any(r.outcome is Outcome.CANNOT_JUDGE for r in results):
-        return unsure(" (" + "; ".join(r.message for r in results if r.message) + ")")
+    """The verdict on a node from the verdicts on its named parts (``spec``, ``labels``...)."""
+    wrong = [k for k, r in parts.items() if r.outcome is Outcome.WRONG_TYPE]
+    if wrong:
+        return bad("".join(f" whose {k} is {parts[k].found}" for k in wrong[:1]))
+    unclear = [k for k, r in parts.items() if r.outcome is Outcome.CANNOT_JUDGE]
+    if unclear:
+        return unsure("".join(f"; its {k} is {parts[k].found}" for k in unclear))
     return ok()
 
 
