@@ -599,7 +599,13 @@ def test_preserve_unknown_template_and_bare_metadata_cannot_be_judged(index: Sch
             },
         },
     }
-    assert check_shape(bare, Shape.POD_TEMPLATE_SPEC).outcome is Outcome.CANNOT_JUDGE
+    c = check_shape(bare, Shape.POD_TEMPLATE_SPEC)
+    assert c.outcome is Outcome.CANNOT_JUDGE
+    assert c.message.endswith("; its metadata is an object with no declared fields")
+    c = check_shape(
+        {"type": "object", "properties": {"labels": {"type": "array"}}}, Shape.OBJECT_META
+    )
+    assert c.outcome is Outcome.WRONG_TYPE and c.message.endswith("whose labels is an array")
     assert check_shape({"type": "object"}, Shape.OBJECT_META).outcome is Outcome.CANNOT_JUDGE
     assert check_shape(None, Shape.STRING).outcome is Outcome.CANNOT_JUDGE
 
