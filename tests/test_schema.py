@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 
 from webhook.builtin_schemas import BUILTIN_KINDS, builtin_schema, model_schema
 from webhook.crds import CRDError, SchemaIndex, check_schema, read_crds
-from webhook.definitions import GVK, read_documents
+from webhook.documents import read_documents
 from webhook.errors import InputError
-from webhook.jqsyntax import Index, Iterate, Key, parse_plain
+from webhook.gvk import GVK
+from webhook.jqpath import Index, Iterate, Key, parse_plain
 from webhook.schema import (
     MAX_LOCATIONS,
     Outcome,

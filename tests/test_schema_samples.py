@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 
 from webhook.builtin_schemas import builtin_schema
 from webhook.crds import read_crds
-from webhook.definitions import GVK, read_documents
+from webhook.documents import read_documents
 from webhook.errors import InputError
-from webhook.jqsyntax import parse_plain
+from webhook.gvk import GVK
+from webhook.jqpath import parse_plain
 from webhook.schema import Outcome, Shape, check_expression, check_path, check_shape
 from webhook.schema_samples import (
     MAP_KEY,

@@ -67,9 +67,7 @@ def nothing_found(w: Workload, karta: Karta) -> list[str]:
     return out
 
 
-def mutate_with(
-    karta: Karta, policy: Policy, obj: Mapping[str, Any], engine: Engine
-) -> Mutation:
+def mutate_with(karta: Karta, policy: Policy, obj: Mapping[str, Any], engine: Engine) -> Mutation:
     """Resolve one object under its definition and plan its patch."""
     workload = resolve(karta, obj, engine, full=False)
     result = plan(workload, policy, obj)

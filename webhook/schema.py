@@ -6,7 +6,7 @@ see :mod:`webhook.crds`) or one derived from the ``kubernetes`` client for built
 malformed parts of a schema are treated as "the schema does not say", never as a crash.
 
 * :func:`check_path` walks a path (``Key``/``Index``/``Iterate`` steps of
-  :func:`webhook.jqsyntax.parse_plain`, or the token tuples jq's ``path()`` returns) and says
+  :func:`webhook.jqpath.parse_plain`, or the token tuples jq's ``path()`` returns) and says
   :attr:`Outcome.OK` with the node reached, :attr:`Outcome.UNKNOWN` (no such field, with the
   closest names), :attr:`Outcome.WRONG_TYPE` (indexing a string, iterating a scalar) or
   :attr:`Outcome.CANNOT_JUDGE` where the schema stops describing the data
@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from webhook.builtin_schemas import object_meta_schema
 from webhook.errors import InputError
-from webhook.jqsyntax import Index, Iterate, Key, parse_plain
+from webhook.jqpath import Index, Iterate, Key, parse_plain
 from webhook.schema_nodes import (
     Outcome,
     Schema,
@@ -337,7 +337,7 @@ def check_expression(
 ) -> ExpressionCheck:
     """Check every location ``expression`` can write or read against ``schema``.
 
-    A plain path (:func:`webhook.jqsyntax.parse_plain`) is walked directly. Any other
+    A plain path (:func:`webhook.jqpath.parse_plain`) is walked directly. Any other
     expression needs ``sample`` (a real or synthesised object of the kind) and ``locate``, which
     returns the paths of ``path(expression)`` on it; those are checked one by one (at most
     :data:`MAX_LOCATIONS`). With ``shape``, each location that exists must also have it.

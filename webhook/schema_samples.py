@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from webhook.errors import InputError
-from webhook.jqsyntax import Index, Iterate, Key
+from webhook.jqpath import Index, Iterate, Key
 from webhook.schema import Outcome, SchemaStep, Shape, check_path, check_shape, to_steps
 from webhook.schema_nodes import Schema, view
 
