@@ -28,7 +28,7 @@ from helpers import (
 )
 from prometheus_client import REGISTRY
 
-from webhook import handlers, logs, server
+from webhook import handlers, limits, logs, server
 from webhook.registry import FileReloader, State
 
 
@@ -226,7 +226,7 @@ def test_content_type_is_not_required(client) -> None:
 
 
 def test_body_over_the_cap_is_413(client) -> None:
-    big = b" " * (server.MAX_BODY + 1)
+    big = b" " * (limits.MAX_BODY + 1)
     r = post(client, "/mutate", big)
     assert r.status_code == 413 and "larger than" in r.get_data(as_text=True)
 
@@ -239,7 +239,7 @@ def test_body_over_the_cap_is_413_even_when_the_client_goes_away(client) -> None
     r = client.post(
         "/mutate",
         content_type="application/json",
-        environ_overrides={"wsgi.input": Reset(), "CONTENT_LENGTH": str(server.MAX_BODY + 1)},
+        environ_overrides={"wsgi.input": Reset(), "CONTENT_LENGTH": str(limits.MAX_BODY + 1)},
     )
     assert r.status_code == 413 and "larger than" in r.get_data(as_text=True)
 

@@ -25,7 +25,8 @@ from webhook.documents import read_documents
 from webhook.errors import InputError, KartaError
 from webhook.gvk import GVK
 from webhook.handlers import mutate_object, validate
-from webhook.jqexpr import EVAL_TIMEOUT, Engine
+from webhook.jqexpr import Engine
+from webhook.limits import EVAL_TIMEOUT
 from webhook.policy import EMPTY, load_policy
 from webhook.registry import Registry, load_registry
 from webhook.samples import SampleIndex

@@ -198,10 +198,16 @@ def _gvk(r: Reader, value: Any, path: str) -> GVK | None:
     return GVK(group, version, kind)
 
 
-def _scalar_text(value: Any) -> Any:
+def _scalar_text(r: Reader, value: Any, path: str) -> str | None:
     """A YAML scalar as the string a user means where upstream wants a string holding JSON
-    (``value: true``) or compares to jq's ``tostring`` (``expectedResult: true``)."""
-    return value if value is None or isinstance(value, str) else json.dumps(value)
+    (``value: true``) or compares to jq's ``tostring`` (``expectedResult: true``). Objects and
+    lists are not scalars: upstream's schema says string, and they would have to be encoded."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool | int | float):
+        return json.dumps(value)
+    r.error(path, f"must be a string, got {type_name(value)}")
+    return None
 
 
 def _exprs(r: Reader, d: Mapping[str, Any], path: str) -> dict[Role, str]:
@@ -257,9 +263,10 @@ def _matcher(r: Reader, value: Any, path: str) -> StatusMatcher | None:
         expression = r.string(ed.get("expression"), join_path(epath, "expression"), required=True)
         # YAML turns `expectedResult: true` into a boolean; the comparison is on jq's
         # `tostring`, so accept scalars the way a user means them.
-        expected = _scalar_text(ed.get("expectedResult"))
-        if expected is None:
-            r.missing(join_path(epath, "expectedResult"))
+        rpath = join_path(epath, "expectedResult")
+        expected = _scalar_text(r, ed.get("expectedResult"), rpath)
+        if ed.get("expectedResult") is None:
+            r.missing(rpath)
     return StatusMatcher(
         field_path=path,
         by_phase=r.string(d.get("byPhase"), join_path(path, "byPhase")),
@@ -309,11 +316,11 @@ def _actions(r: Reader, value: Any, path: str) -> tuple[Action, ...]:
             continue
         apath = r.string(ad.get("path"), join_path(ipath, "path"), required=True) or ""
         # Upstream types `value` as a string holding JSON; YAML users write `value: true`.
-        raw_value = _scalar_text(ad.get("value"))
-        if raw_value is None:
-            r.missing(join_path(ipath, "value"))
-            raw_value = ""
-        out.append(Action(apath, raw_value))
+        vpath = join_path(ipath, "value")
+        raw_value = _scalar_text(r, ad.get("value"), vpath)
+        if ad.get("value") is None:
+            r.missing(vpath)
+        out.append(Action(apath, raw_value or ""))
     return tuple(out)
 
 
@@ -342,7 +349,11 @@ def _component(r: Reader, value: Any, path: str) -> Component | None:
         patterns=_patterns(r, d, path, exprs),
         status=_status(r, d.get("statusDefinition"), join_path(path, "statusDefinition")),
         suspend=_suspend(r, d.get("suspendDefinition"), join_path(path, "suspendDefinition")),
-        type_value=_scalar_text(selector.get("value")),
+        type_value=_scalar_text(
+            r,
+            selector.get("value"),
+            join_path(path, "podSelector.componentTypeSelector.value"),
+        ),
     )
 
 

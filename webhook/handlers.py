@@ -19,6 +19,7 @@ from webhook.definitions import Karta, is_karta_kind
 from webhook.errors import FieldError
 from webhook.gvk import GVK
 from webhook.jqexpr import Engine
+from webhook.limits import EVAL_TIMEOUT
 from webhook.mutation import plan
 from webhook.policy import Policy
 from webhook.registry import Registry
@@ -39,6 +40,8 @@ class Result:
     outcome: str  # "patched" | "unchanged" | "skipped" | "error" | "allowed" | "denied"
     ops: int = 0
     report: Report | None = None  # /validate: the check's report, when one ran
+    #: /mutate: why the policy could not be applied in full (a bounded metric label), if so
+    failure: str | None = None
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class Mutation:
     ops: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
     templates_mutated: int = 0
+    #: ``(reason, what)`` of every part of the policy that could not be applied
+    failures: list[tuple[str, str]] = field(default_factory=list)
 
 
 def object_gvk(req: Request) -> GVK | None:
@@ -72,7 +77,9 @@ def mutate_with(karta: Karta, policy: Policy, obj: Mapping[str, Any], engine: En
     workload = resolve(karta, obj, engine, full=False)
     result = plan(workload, policy, obj)
     warnings = [*workload.warnings, *nothing_found(workload, karta), *result.warnings]
-    return Mutation(karta, workload, result.ops, warnings, result.templates_mutated)
+    return Mutation(
+        karta, workload, result.ops, warnings, result.templates_mutated, result.failures
+    )
 
 
 def mutate_object(
@@ -98,13 +105,43 @@ def mutate(req: Request, registry: Registry, policy: Policy, engine: Engine) -> 
         return Result(resp, kind, "skipped")
     try:
         m = mutate_with(karta, policy, req.object, engine)
-    except Exception as e:  # a definition meeting an object it cannot read must not block it
-        resp.warnings.append(f"karta-webhook: {kind} not mutated: {type(e).__name__}: {e}")
-        return Result(resp, kind, "error")
+    except Exception as e:  # a definition meeting an object it cannot read
+        why = f"{type(e).__name__}: {e}"
+        return _not_mutated(resp, req, karta, policy, "error", why)
+    if m.failures:
+        reason, why = m.failures[0]
+        more = f" (and {len(m.failures) - 1} more)" if len(m.failures) > 1 else ""
+        if policy.failure_mode == "closed":
+            return _not_mutated(resp, req, karta, policy, reason, why + more)
+        resp.audit["mutation-failure"] = reason
     resp.warnings.extend(f"karta-webhook: {w}" for w in m.warnings)
     resp.patch = m.ops or None
     resp.audit["mutated-templates"] = str(m.templates_mutated)
-    return Result(resp, kind, "patched" if m.ops else "unchanged", len(m.ops))
+    outcome = "patched" if m.ops else "unchanged"
+    failure = m.failures[0][0] if m.failures else None
+    return Result(resp, kind, outcome, len(m.ops), failure=failure)
+
+
+def _not_mutated(
+    resp: Response, req: Request, karta: Karta, policy: Policy, reason: str, why: str
+) -> Result:
+    """A workload the policy could not be applied to: denied under ``failureMode: closed``,
+    otherwise allowed unchanged with a warning that says why."""
+    gvk = object_gvk(req)
+    kind = gvk.kind if gvk else ""
+    where = "/".join(p for p in (req.namespace, _name(req)) if p)
+    what = f"{kind} {where}".strip()
+    if policy.failure_mode == "closed":
+        resp.allowed = False
+        resp.code, resp.reason = 403, "Forbidden"
+        resp.message = (
+            f"karta-webhook: {what} denied: the policy could not be applied under definition "
+            f"{karta.name} ({why}); the policy's failureMode is closed"
+        )
+        return Result(resp, kind, "denied", failure=reason)
+    resp.warnings.append(f"karta-webhook: {what} not mutated under definition {karta.name}: {why}")
+    resp.audit["mutation-failure"] = reason
+    return Result(resp, kind, "error", failure=reason)
 
 
 def stamp_index_labels(karta_obj: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -160,13 +197,15 @@ def validate(
     conflicts: Sequence[Mapping[str, Any]],
     engine: Engine,
     *,
-    timeout: float = jqexpr.EVAL_TIMEOUT,
+    timeout: float = EVAL_TIMEOUT,
+    budget: float | None = None,
     require_samples: bool = False,
     source: str | None = None,
 ) -> Result:
     """Judge a Karta on CREATE and on an UPDATE that changes its spec: the check against the
     samples of its root kind, plus one Karta per root group/version/kind among ``conflicts``
-    (the other Kartas the cluster has). Anything else is ``skipped`` (allowed); with
+    (the other Kartas the cluster has), within ``budget`` seconds in all (``timeout`` for each
+    evaluation). Anything else is ``skipped`` (allowed); with
     ``require_samples`` a definition no sample was checked against is denied. ``source``
     names the definition in the report (default: ``Karta "<name>"``)."""
     resp = Response(uid=req.uid)
@@ -188,6 +227,7 @@ def validate(
         engine,
         source=source or f'Karta "{name}"',
         timeout=timeout,
+        budget=budget,
     )
     extra: list[FieldError] = []
     if require_samples and report.samples == 0:

@@ -22,22 +22,15 @@ from typing import Any, Literal
 
 from webhook import jqpath
 from webhook.jqpath import PathToken, Step
-from webhook.sandbox import MAX_RESULTS, Reply, Sandbox
+from webhook.limits import COMPILE_TIMEOUT, EVAL_TIMEOUT, MAX_RESULTS
+from webhook.sandbox import Reply, Sandbox
 
 Mode = Literal["paths", "values", "compile"]
 Path_ = tuple[PathToken, ...]
 
-#: Wall-clock bound on one evaluation of a batch in the sandbox, in seconds.
-EVAL_TIMEOUT = 2.0
-#: Compiling never runs an expression, but a child may have to be started first.
-COMPILE_TIMEOUT = 5.0
-
 ITERATE_NULL = "Cannot iterate over null"
 
 __all__ = [
-    "COMPILE_TIMEOUT",
-    "EVAL_TIMEOUT",
-    "MAX_RESULTS",
     "Engine",
     "Mode",
     "Outcome",
@@ -186,8 +179,8 @@ class Engine:
         return self.evaluate([(expr, "values")], obj, timeout=timeout)[0]
 
     def warm(self) -> None:
-        """Start a sandbox child ahead of the first request that needs one."""
-        self.sandbox.warm()
+        """Start the sandbox's children ahead of the first request that needs one."""
+        self.sandbox.start()
 
     def close(self) -> None:
         self.sandbox.close()

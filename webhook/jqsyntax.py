@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from webhook.limits import MAX_EXPRESSION_BYTES, MAX_INTERPOLATION_DEPTH
+
 __all__ = [
     "Token",
     "TokenizeError",
@@ -108,21 +110,38 @@ class Token:
 def tokenize(expr: str) -> tuple[Token, ...]:
     """Split ``expr`` into significant jq tokens (whitespace and comments dropped).
 
-    Raises :class:`TokenizeError` on text jq's lexer would reject, and on unbalanced brackets
-    (which jq's parser would reject) so that later passes may rely on bracket structure.
+    Raises :class:`TokenizeError` on text jq's lexer would reject, on unbalanced brackets
+    (which jq's parser would reject) so that later passes may rely on bracket structure, and on
+    text past the limits (:data:`~webhook.limits.MAX_EXPRESSION_BYTES`, interpolations nested
+    deeper than :data:`~webhook.limits.MAX_INTERPOLATION_DEPTH`): the work is bounded.
     """
-    tokens, _ = _lex(expr, 0, in_interpolation=False)
+    too_long = length_error(expr)
+    if too_long:
+        raise TokenizeError(too_long)
+    tokens, _ = _lex(expr, 0, in_interpolation=False, depth=0)
     return tokens
 
 
-def _lex(src: str, pos: int, *, in_interpolation: bool) -> tuple[tuple[Token, ...], int]:
+def length_error(expr: str) -> str | None:
+    """Why ``expr`` is too long to read, or None."""
+    if len(expr) <= MAX_EXPRESSION_BYTES // 4:  # no need to count bytes of short text
+        return None
+    size = len(expr.encode("utf-8", "surrogatepass"))
+    if size <= MAX_EXPRESSION_BYTES:
+        return None
+    return f"expression is {size} bytes long; at most {MAX_EXPRESSION_BYTES} are allowed"
+
+
+def _lex(
+    src: str, pos: int, *, in_interpolation: bool, depth: int
+) -> tuple[tuple[Token, ...], int]:
     """Tokenize from ``pos``; inside an interpolation, stop after its closing ``)``."""
     out: list[Token] = []
     stack: list[tuple[str, int]] = []
     n = len(src)
     while pos < n:
         if src[pos] == '"':
-            tok, pos = _lex_string(src, pos)
+            tok, pos = _lex_string(src, pos, depth)
             out.append(tok)
             continue
         best_kind, best_end = "", pos
@@ -179,8 +198,9 @@ def _next_name(src: str, pos: int) -> tuple[str | None, int]:
     return (m.group(), m.end()) if m else (None, pos)
 
 
-def _lex_string(src: str, pos: int) -> tuple[Token, int]:
-    """Lex a string literal starting at the ``"`` at ``pos``, recursing into interpolations."""
+def _lex_string(src: str, pos: int, depth: int) -> tuple[Token, int]:
+    """Lex a string literal starting at the ``"`` at ``pos``, recursing into interpolations
+    (at most :data:`~webhook.limits.MAX_INTERPOLATION_DEPTH` deep)."""
     start = pos
     pos += 1
     n = len(src)
@@ -202,7 +222,12 @@ def _lex_string(src: str, pos: int) -> tuple[Token, int]:
             raise TokenizeError(f"unterminated string literal at offset {start}")
         e = src[pos + 1]
         if e == "(":
-            inner, pos = _lex(src, pos + 2, in_interpolation=True)
+            if depth >= MAX_INTERPOLATION_DEPTH:
+                raise TokenizeError(
+                    f"string interpolations nested more than {MAX_INTERPOLATION_DEPTH} deep "
+                    f"at offset {pos}"
+                )
+            inner, pos = _lex(src, pos + 2, in_interpolation=True, depth=depth + 1)
             interps.append(inner)
             continue
         if e in _SIMPLE_ESCAPES:
@@ -292,6 +317,9 @@ def screen(expr: str) -> list[str]:
     included. Text that cannot be tokenized yields a single ``cannot tokenize: ...`` reason
     instead of an exception, because callers report reasons as field errors.
     """
+    too_long = length_error(expr)
+    if too_long:
+        return [too_long]
     try:
         tokens = tokenize(expr)
     except TokenizeError as e:

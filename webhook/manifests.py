@@ -14,6 +14,7 @@ from typing import Any
 
 from webhook.definitions import GROUP, VERSION, is_karta_kind
 from webhook.gvk import GVK
+from webhook.limits import WEBHOOK_TIMEOUT_SECONDS
 
 NAME = "karta-webhook"  # configurations, Service and ServiceAccount share it
 WORKLOAD_WEBHOOK = "workloads.karta-webhook.run.ai"
@@ -124,7 +125,7 @@ def _common(name: str) -> dict[str, Any]:
         "name": name,
         "admissionReviewVersions": ["v1"],
         "sideEffects": "None",
-        "timeoutSeconds": 5,
+        "timeoutSeconds": WEBHOOK_TIMEOUT_SECONDS,
     }
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "CONTENT_TYPE_LATEST",
     "DEFINITIONS",
     "DURATION",
+    "MUTATION_FAILURES",
     "PATCH_OPS",
     "REQUESTS",
     "mark_process_dead",
@@ -57,6 +58,12 @@ PATCH_OPS = Counter(
     "karta_webhook_patch_operations",
     "JSON Patch operations returned by the mutating webhook, by object kind.",
     ["kind"],
+)
+MUTATION_FAILURES = Counter(
+    "karta_webhook_mutation_failures",
+    "Workloads the policy could not be applied to in full (admitted under failureMode open, "
+    "denied under closed), by object kind and reason.",
+    ["kind", "reason"],
 )
 # livemax: the largest value among live processes (every worker holds the same definitions,
 # give or take a reload in flight); a dead worker's value is dropped by mark_process_dead.

@@ -20,12 +20,20 @@ from webhook.policy import Policy, Rule, render
 from webhook.workload import ComponentView, Instance, Workload
 
 
+#: Why a policy could not be applied in full (the ``reason`` of a mutation failure).
+EVALUATION, UNWRITABLE, INVALID_VALUE = "evaluation", "unwritable", "invalid_value"
+
+
 @dataclass(frozen=True)
 class Plan:
     ops: list[dict[str, Any]]
     warnings: list[str]
     templates_mutated: int
     templates_matched: int
+    #: ``(reason, what)`` for every part of the policy that could not be applied: a write path
+    #: that failed to evaluate, a value in the way that is not an object, a rendered value the
+    #: API server would reject
+    failures: list[tuple[str, str]]
 
 
 class _Patch:
@@ -121,28 +129,38 @@ def plan(w: Workload, policy: Policy, obj: Mapping[str, Any]) -> Plan:
     """The JSON Patch that applies ``policy`` to every matching pod template of ``w``.
 
     Rules apply in order, each seeing what the earlier ones set: without ``overwrite`` a key
-    (or ``schedulerName``) that is already set keeps its value.
+    (or ``schedulerName``) that is already set keeps its value. What could not be applied is
+    in the plan's ``failures`` (for the policy's ``failureMode``), with a warning each.
     """
     patch = _Patch(obj)
     warnings: list[str] = []
+    failures: list[tuple[str, str]] = []
     mutated: set[int] = set()
     matched: set[int] = set()
     for rule in policy.rules:
         if not rule.match.workload(w.gvk, w.namespace):
             continue
+        if not failures:  # templates a failed write path would have found get nothing
+            failures.extend((EVALUATION, f) for f in w.failures)
         for n, (c, inst) in enumerate(w.instances):
             if not rule.match.instance(c.name, inst.id):
                 continue
             matched.add(n)
             before = patch.changes
-            _apply(rule, w, c, inst, patch, warnings)
+            _apply(rule, w, c, inst, patch, warnings, failures)
             if patch.changes > before:
                 mutated.add(n)
-    return Plan(patch.ops, warnings, len(mutated), len(matched))
+    return Plan(patch.ops, warnings, len(mutated), len(matched), failures)
 
 
 def _apply(
-    rule: Rule, w: Workload, c: ComponentView, inst: Instance, patch: _Patch, warnings: list[str]
+    rule: Rule,
+    w: Workload,
+    c: ComponentView,
+    inst: Instance,
+    patch: _Patch,
+    warnings: list[str],
+    failures: list[tuple[str, str]],
 ) -> None:
     """Everything ``rule`` sets on one instance, injectable by injectable (in table order):
     a map's keys inside the map at its slot, a single value at its slot."""
@@ -161,6 +179,7 @@ def _apply(
             if inj.check_value(value):
                 shown = f"{inj.noun} {key}={value!r}" if key else f"{inj.noun} {value!r}"
                 warnings.append(f"{where}: {shown} {inj.invalid}; skipped")
+                failures.append((INVALID_VALUE, f"{where}: {shown} {inj.invalid}"))
                 continue
             if key is not None:  # a key of the map at the slot
                 container, name = slot.path, key
@@ -169,3 +188,4 @@ def _apply(
             why = patch.set(container, slot.base, name, value, rule.overwrite, slot.anchor)
             if why:
                 warnings.append(f"{where}: cannot set {name}: {why}; skipped")
+                failures.append((UNWRITABLE, f"{where}: cannot set {name}: {why}"))

@@ -3,6 +3,7 @@
 A policy is a YAML document::
 
     operations: [CREATE]             # optional; add UPDATE to mutate on updates too
+    failureMode: open                # optional; closed denies what cannot be mutated in full
     rules:
     - name: kai                      # required, unique
       match:                         # optional; fields ANDed, list entries ORed; absent = all
@@ -38,6 +39,10 @@ _VAR = re.compile(r"\$\$|\$\(([^)]*)\)")
 _RULE_FIELDS = {"name", "match", "overwrite", *(i.key for i in INJECTABLES)}
 _MATCH_FIELDS = {"kinds", "namespaces", "components", "instances"}
 OPERATIONS = ("CREATE", "UPDATE")
+#: What happens to a workload the policy could not be applied to in full: ``open`` admits it
+#: (with a warning, a log line and a metric), ``closed`` denies it.
+FAILURE_MODES = ("open", "closed")
+_POLICY_FIELDS = ("rules", "operations", "failureMode")
 
 
 class PolicyError(InputError):
@@ -112,6 +117,8 @@ class Policy:
     #: admission operations whose workloads are mutated; UPDATE also stamps pod templates
     #: edited after creation (the server keeps the webhook's rules in line with this)
     operations: tuple[str, ...] = ("CREATE",)
+    #: see :data:`FAILURE_MODES`
+    failure_mode: str = "open"
 
     @property
     def empty(self) -> bool:
@@ -206,10 +213,14 @@ def parse_policy(doc: Any, source: str = "<policy>") -> Policy:
     if not isinstance(doc, dict):
         raise PolicyError(source, [FieldError("", "a policy must be a map with a 'rules' list")])
     for key in doc:
-        if key not in ("rules", "operations"):
-            errors.append(
-                FieldError(str(key), "unknown field (a policy has 'rules' and 'operations')")
-            )
+        if key not in _POLICY_FIELDS:
+            known = ", ".join(f"'{k}'" for k in _POLICY_FIELDS)
+            errors.append(FieldError(str(key), f"unknown field (a policy has {known})"))
+    failure_mode = doc.get("failureMode", "open")
+    if failure_mode not in FAILURE_MODES:
+        errors.append(
+            FieldError("failureMode", f"{failure_mode!r} is not one of {', '.join(FAILURE_MODES)}")
+        )
     operations = _strings(doc.get("operations", ["CREATE"]), "operations", errors)
     for op in operations:
         if op not in OPERATIONS:
@@ -283,7 +294,7 @@ def parse_policy(doc: Any, source: str = "<policy>") -> Policy:
     if errors:
         raise PolicyError(source, errors)
     ordered = tuple(op for op in OPERATIONS if op in operations)
-    return Policy(tuple(rules), source, ordered)
+    return Policy(tuple(rules), source, ordered, str(failure_mode))
 
 
 def load_policy(path: Path | str) -> Policy:

@@ -7,6 +7,11 @@ expression slipped past the screen), an address-space limit and a wall-clock dea
 that overruns is killed and replaced, so a hostile expression costs one child, never a web
 worker. All of one object's expressions go to a child in one message and are compiled there
 once (cached in the child) into one program, so libjq parses the object at most once per call.
+
+The pool has a fixed size (one child per thread that may evaluate at once) and is started
+ahead: in steady state no child is spawned on the request path, and a child is replaced only
+when it is killed. The number of children, their address space and their replies are bounded
+(:mod:`webhook.limits`), so the memory a worker and its children can use has a ceiling.
 """
 
 from __future__ import annotations
@@ -21,10 +26,16 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-#: Results one expression may give before it counts as runaway (upstream Karta caps at 1000).
-MAX_RESULTS = 1000
-#: Bytes of address space for a sandbox child.
-MEMORY_LIMIT = 1 << 30
+import orjson
+
+from webhook import jsontext
+from webhook.limits import (
+    MAX_RESULTS,
+    SANDBOX_DEPTH,
+    SANDBOX_MEMORY,
+    SANDBOX_PROGRAMS,
+    SANDBOX_REPLY_BYTES,
+)
 
 Request = tuple[str, str]  # (expression, mode: "paths" | "values" | "compile")
 Reply = dict[str, Any]  # {"out": [...]} or {"error": "..."} (with the partial "out")
@@ -32,6 +43,10 @@ Reply = dict[str, Any]  # {"out": [...]} or {"error": "..."} (with the partial "
 
 class Timeout(Exception):
     """The child did not answer before the deadline."""
+
+
+class TooLarge(Exception):
+    """The child's reply is larger than :data:`~webhook.limits.SANDBOX_REPLY_BYTES`."""
 
 
 def program(batch: Sequence[Request]) -> str:
@@ -56,21 +71,30 @@ def program(batch: Sequence[Request]) -> str:
 
 
 def _child_main() -> None:  # pragma: no cover - runs in the sandbox process
-    """The sandbox loop: one JSON request per line on stdin, one JSON reply per line."""
+    """The sandbox loop: per request a header line (``{"exprs": [...]}``) and the object's JSON
+    on the next line; one JSON reply per line."""
     try:
         import resource
 
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+        resource.setrlimit(resource.RLIMIT_AS, (SANDBOX_MEMORY, SANDBOX_MEMORY))
     except (ImportError, ValueError, OSError):
         pass
+    nice = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+    if nice:
+        os.nice(nice)
+    sys.setrecursionlimit(SANDBOX_DEPTH + 200)  # replies as deep as the inputs libjq parses
     import jq
 
     os.environ.clear()  # unsetenv() each: libjq's $ENV / env see nothing (Python may add LC_CTYPE)
 
     compiled: dict[tuple[Request, ...], tuple[Any, dict[int, str]]] = {}
-    for line in sys.stdin:
+    while True:
+        header = sys.stdin.readline()
+        text = sys.stdin.readline()
+        if not header or not text:
+            return
         try:
-            req = json.loads(line)
+            req = json.loads(header)
             batch = tuple((e, m) for e, m in req["exprs"])
             if batch not in compiled:
                 bad: dict[int, str] = {}
@@ -80,21 +104,22 @@ def _child_main() -> None:  # pragma: no cover - runs in the sandbox process
                     except ValueError as e:
                         bad[i] = "compile error: " + _first_line(str(e))
                 good = [b if i not in bad else (".", b[1]) for i, b in enumerate(batch)]
-                if len(compiled) > 256:
+                if len(compiled) >= SANDBOX_PROGRAMS:
                     compiled.clear()
                 compiled[batch] = (jq.compile(program(good)), bad)
             prog, bad = compiled[batch]
             try:
-                raw = prog.input_text(req["input"]).first()
+                raw = prog.input_text(text).first()
             except ValueError as e:
                 reply: Any = {"fatal": _first_line(str(e))}
             else:
                 reply = [_reply(i, r, bad) for i, r in enumerate(raw)]
+            line = json.dumps(reply)
         except MemoryError:
-            reply = {"fatal": "out of memory"}
-        except Exception as e:  # the protocol must answer every line
-            reply = {"fatal": f"{type(e).__name__}: {e}"}
-        sys.stdout.write(json.dumps(reply) + "\n")
+            line = json.dumps({"fatal": "out of memory"})
+        except Exception as e:  # the protocol must answer every request
+            line = json.dumps({"fatal": f"{type(e).__name__}: {e}"})
+        sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
 
@@ -117,15 +142,26 @@ def _first_line(msg: str) -> str:
     return lines[0].removeprefix("jq: error: ") if lines else msg
 
 
+def encode_input(obj: Any) -> bytes:
+    """The object as the child reads it: one line of JSON. Parts nested deeper than
+    :data:`~webhook.limits.SANDBOX_DEPTH` (libjq parses little more) are null there; plain
+    paths, walked natively, still see them."""
+    try:
+        return orjson.dumps(obj)  # anything orjson encodes is shallow enough
+    except orjson.JSONEncodeError:
+        pass
+    return jsontext.run_deep(lambda: jsontext.dumps(jsontext.pruned(obj, SANDBOX_DEPTH)))
+
+
 class _Child:
-    def __init__(self) -> None:
+    def __init__(self, nice: int) -> None:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         code = (
             f"import sys; sys.path.insert(0, {root!r}); "
             "from webhook.sandbox import _child_main; _child_main()"
         )
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", code],
+            [sys.executable, "-c", code, str(nice)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -134,9 +170,9 @@ class _Child:
         )
         self.buf = b""
 
-    def call(self, payload: bytes, deadline: float) -> Any:
+    def call(self, header: bytes, text: bytes, deadline: float) -> Any:
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(payload)
+        self.proc.stdin.write(header + b"\n" + text + b"\n")
         self.proc.stdin.flush()
         fd = self.proc.stdout.fileno()
         while b"\n" not in self.buf:
@@ -150,8 +186,10 @@ class _Child:
             if not chunk:
                 raise EOFError
             self.buf += chunk
+            if len(self.buf) > SANDBOX_REPLY_BYTES:
+                raise TooLarge
         line, _, self.buf = self.buf.partition(b"\n")
-        return json.loads(line)
+        return jsontext.loads(line)
 
     def kill(self) -> None:
         try:
@@ -162,51 +200,118 @@ class _Child:
 
 
 class Sandbox:
-    """A pool of sandbox children, one per concurrent caller, reused across calls.
+    """A fixed-size pool of sandbox children, reused across calls.
 
-    A child that overruns its deadline or dies is killed and replaced. The pool belongs to one
-    process: after a fork the child processes of the parent are not used (the pool starts over).
+    ``size`` children at most, one per caller at a time (a caller beyond that waits for one,
+    within its deadline); ``nice`` lowers their CPU priority (the validating webhook's children
+    must not take CPU from /mutate). A child that overruns its deadline or dies is killed and a
+    replacement started in the background. The pool belongs to one process: after a fork the
+    parent's children are not used (the pool starts over).
     """
 
-    def __init__(self, max_idle: int = 4) -> None:
+    def __init__(self, size: int = 2, *, nice: int = 0) -> None:
+        self.size = max(1, size)
+        self.nice = nice
         self._idle: list[_Child] = []
-        self._lock = threading.Lock()
+        self._count = 0  # children alive: idle, in use, or being started
+        self._cond = threading.Condition()
         self._pid = os.getpid()
-        self._max_idle = max_idle
+        self.spawned = 0  # children started, in this process (tests and benchmarks read it)
 
-    def _take(self) -> _Child:
-        with self._lock:
-            if self._pid != os.getpid():
-                self._idle, self._pid = [], os.getpid()
+    def _forked(self) -> None:
+        if self._pid != os.getpid():  # under the lock: a fork left the parent's children
+            self._idle, self._count, self._pid, self.spawned = [], 0, os.getpid(), 0
+
+    def _spawn(self) -> _Child:
+        child = _Child(self.nice)
+        with self._cond:
+            self.spawned += 1
+        return child
+
+    def _take(self, deadline: float) -> _Child:
+        with self._cond:
+            self._forked()
+            while not self._idle and self._count >= self.size:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Timeout
+                self._cond.wait(left)
             if self._idle:
                 return self._idle.pop()
-        return _Child()
+            self._count += 1
+        try:
+            return self._spawn()
+        except BaseException:
+            with self._cond:
+                self._count -= 1
+                self._cond.notify()
+            raise
 
     def _give(self, child: _Child) -> None:
-        with self._lock:
-            if len(self._idle) < self._max_idle and self._pid == os.getpid():
+        with self._cond:
+            if self._pid == os.getpid():
                 self._idle.append(child)
+                self._cond.notify()
                 return
         child.kill()
 
-    def warm(self) -> None:
-        """Start one child ahead of the first request (a child costs ~50 ms to start)."""
-        self._give(self._take())
+    def _discard(self, child: _Child) -> None:
+        """Kill a child that misbehaved and start its replacement off the request path."""
+        child.kill()
+        with self._cond:
+            if self._pid != os.getpid():
+                return
+            self._count -= 1
+            self._cond.notify()
+        threading.Thread(target=self._refill, name="karta-sandbox", daemon=True).start()
+
+    def _refill(self) -> None:
+        with self._cond:
+            if self._count >= self.size:
+                return
+            self._count += 1
+        try:
+            child = self._spawn()
+        except OSError:
+            with self._cond:
+                self._count -= 1
+            return
+        self._give(child)
+
+    def start(self, n: int | None = None) -> None:
+        """Start ``n`` children (all ``size`` by default) ahead of the first request; a child
+        costs ~50 ms to start."""
+        for _ in range(self.size if n is None else min(n, self.size)):
+            with self._cond:
+                self._forked()
+                if self._count >= self.size:
+                    return
+                self._count += 1
+            self._give(self._spawn())
 
     def run(self, batch: Sequence[Request], obj: Any, timeout: float) -> list[Reply]:
         """Evaluate ``batch`` on ``obj`` in a child; one reply per request, in order. Never
         raises: a timeout, a dead child or a fatal error is every reply's ``error``."""
-        text = json.dumps(obj)
-        payload = (json.dumps({"exprs": list(batch), "input": text}) + "\n").encode()
         deadline = time.monotonic() + timeout
-        child = self._take()
         try:
-            reply = child.call(payload, deadline)
+            text = encode_input(obj)
+        except (ValueError, TypeError) as e:
+            return [{"error": f"cannot encode the object: {e}"}] * len(batch)
+        header = json.dumps({"exprs": list(batch)}).encode()
+        try:
+            child = self._take(deadline)
         except Timeout:
-            child.kill()
             return [{"error": f"evaluation timed out after {timeout:g}s"}] * len(batch)
+        try:
+            reply = child.call(header, text, deadline)
+        except Timeout:
+            self._discard(child)
+            return [{"error": f"evaluation timed out after {timeout:g}s"}] * len(batch)
+        except TooLarge:
+            self._discard(child)
+            return [{"error": f"results larger than {SANDBOX_REPLY_BYTES} bytes"}] * len(batch)
         except (EOFError, OSError, ValueError):
-            child.kill()
+            self._discard(child)
             return [
                 {"error": "evaluation aborted: the sandbox exited (memory limit exceeded?)"}
             ] * len(batch)
@@ -216,7 +321,8 @@ class Sandbox:
         return list(reply)
 
     def close(self) -> None:
-        with self._lock:
+        with self._cond:
             idle, self._idle = self._idle, []
+            self._count -= len(idle)
         for c in idle:
             c.kill()

@@ -23,16 +23,21 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from webhook import admission, definitions, handlers, metrics
 from webhook.definitions import is_karta_kind
 from webhook.gvk import GVK
-from webhook.jqexpr import EVAL_TIMEOUT, Engine
+from webhook.jqexpr import Engine
+from webhook.limits import (
+    DRAIN_LIMIT,
+    EVAL_TIMEOUT,
+    MAX_BODY,
+    VALIDATE_BUDGET,
+    VALIDATE_CONCURRENCY,
+    WEBHOOK_TIMEOUT_SECONDS,
+)
 from webhook.registry import FileReloader, Snapshot, State
 from webhook.samples import SampleIndex
+from webhook.sandbox import Sandbox
 
-__all__ = ["DRAIN_LIMIT", "MAX_BODY", "Webhooks", "create_app"]
+__all__ = ["Webhooks", "create_app"]
 
-#: A little above the API server's 3 MiB request limit (an object plus its old version).
-MAX_BODY = 7 * 1024 * 1024
-#: Oversized bodies up to this size are read (and dropped) so their 413 reaches the client.
-DRAIN_LIMIT = 4 * MAX_BODY
 
 log = logging.getLogger("karta_webhook")
 admission_log = logging.getLogger("karta_webhook.admission")
@@ -40,20 +45,26 @@ admission_log = logging.getLogger("karta_webhook.admission")
 
 class Webhooks:
     """What the views share (kept on ``app.extensions["karta"]``): the state, its file
-    reloader, the jq engine and the sample objects definitions are checked against."""
+    reloader, the jq engines (one for workloads, one for definitions being checked, whose
+    sandbox children run at a lower CPU priority) and the sample objects definitions are
+    checked against."""
 
     def __init__(
         self,
         state: State,
         engine: Engine,
+        validate_engine: Engine,
         samples: SampleIndex | None,
         validate_timeout: float,
         reloader: FileReloader | None = None,
     ) -> None:
         self.state = state
         self.engine = engine
+        self.validate_engine = validate_engine
         self.reloader = reloader or FileReloader(state)
         self.validate_timeout = validate_timeout
+        #: Karta checks running at once in this process (each may keep a sandbox child busy)
+        self.validations = threading.BoundedSemaphore(VALIDATE_CONCURRENCY)
         self._samples = samples
         self._samples_lock = threading.Lock()
 
@@ -75,6 +86,7 @@ def create_app(
     state: State,
     *,
     engine: Engine | None = None,
+    validate_engine: Engine | None = None,
     samples: SampleIndex | None = None,
     validate_timeout: float = EVAL_TIMEOUT,
     reloader: FileReloader | None = None,
@@ -85,7 +97,8 @@ def create_app(
     (the process answers), ``GET /readyz`` (definitions loaded and ``state.ready``, e.g. the
     first cluster list applied; 503 otherwise), ``GET /metrics`` (Prometheus).
 
-    ``engine`` evaluates the definitions' jq (the app owns one unless given); ``samples`` are
+    ``engine`` evaluates the definitions' jq on workloads and ``validate_engine`` on samples
+    when a Karta is checked (the app owns them unless given); ``samples`` are
     the objects Karta definitions are evaluated on (default: the bundled catalog's samples);
     ``validate_timeout`` bounds each evaluation of a definition's jq; ``reloader`` re-reads
     the state's files (one with the default interval unless given).
@@ -96,7 +109,9 @@ def create_app(
     """
     app = Flask("webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
-    hooks = Webhooks(state, engine or Engine(), samples, validate_timeout, reloader)
+    engine = engine or Engine()
+    validate_engine = validate_engine or Engine(Sandbox(VALIDATE_CONCURRENCY + 1, nice=10))
+    hooks = Webhooks(state, engine, validate_engine, samples, validate_timeout, reloader)
     app.extensions["karta"] = hooks
     metrics.DEFINITIONS.set(len(state.snapshot.registry))
     state.listeners.append(lambda snap: metrics.DEFINITIONS.set(len(snap.registry)))
@@ -105,13 +120,21 @@ def create_app(
         return handlers.mutate(req, snap.registry, snap.policy, hooks.engine)
 
     def validate_handler(req: admission.Request, snap: Snapshot) -> handlers.Result:
-        return handlers.validate(
-            req,
-            hooks.samples(),
-            snap.cluster_kartas,
-            hooks.engine,
-            timeout=hooks.validate_timeout,
-        )
+        # Waiting longer than this would let the API server's timeout, not our answer, decide.
+        wait = max(0.0, WEBHOOK_TIMEOUT_SECONDS - VALIDATE_BUDGET - 1.0)
+        if not hooks.validations.acquire(timeout=wait):
+            return _busy(req)
+        try:
+            return handlers.validate(
+                req,
+                hooks.samples(),
+                snap.cluster_kartas,
+                hooks.validate_engine,
+                timeout=hooks.validate_timeout,
+                budget=VALIDATE_BUDGET,
+            )
+        finally:
+            hooks.validations.release()
 
     @app.before_request
     def _reload() -> None:
@@ -167,6 +190,19 @@ def create_app(
     return app
 
 
+def _busy(req: admission.Request) -> handlers.Result:
+    """The answer when other Karta checks hold every validation slot: denied, to retry (a
+    Karta nobody checked must not slip in, and /mutate keeps its threads)."""
+    resp = admission.Response(
+        uid=req.uid,
+        allowed=False,
+        code=429,
+        reason="TooManyRequests",
+        message="karta-webhook: other Kartas are being validated right now; try again",
+    )
+    return handlers.Result(resp, "Karta", "busy")
+
+
 def _text(code: int, text: str) -> Response:
     return Response(text + "\n", code, mimetype="text/plain")
 
@@ -209,9 +245,10 @@ def _admit(state: State, webhook: str, handle: Handler) -> Response:
     snap = state.snapshot  # once per request: one consistent registry and policy
     gvk = handlers.object_gvk(req)
     kind = _kind_label(snap, gvk)
+    failure: str | None = None
     try:
         result = handle(req, snap)
-        resp, outcome, ops = result.response, result.outcome, result.ops
+        resp, outcome, ops, failure = result.response, result.outcome, result.ops, result.failure
     except Exception as e:
         # Never a 5xx. A workload we could not handle is allowed unchanged (failing it would
         # block workloads on our bug); a Karta we could not check is denied, as the validating
@@ -219,20 +256,24 @@ def _admit(state: State, webhook: str, handle: Handler) -> Response:
         admission_log.exception(
             "handler failed", extra={"fields": {"webhook": webhook, "uid": req.uid}}
         )
-        failure = f"karta-webhook: {webhook} failed: {type(e).__name__}: {e}"
-        if webhook == "validate":
+        said = f"karta-webhook: {webhook} failed: {type(e).__name__}: {e}"
+        closed = webhook == "validate" or snap.policy.failure_mode == "closed"
+        if closed:
             resp = admission.Response(
-                uid=req.uid, allowed=False, code=500, reason="InternalError", message=failure
+                uid=req.uid, allowed=False, code=500, reason="InternalError", message=said
             )
         else:
-            resp = admission.Response(uid=req.uid, warnings=[failure])
+            resp = admission.Response(uid=req.uid, warnings=[said])
         outcome, ops = "error", 0
+        failure = "error" if webhook == "mutate" else None
     out = admission.encode(resp)
     elapsed = time.perf_counter() - start
     metrics.REQUESTS.labels(webhook, kind, req.operation, outcome).inc()
     metrics.DURATION.labels(webhook).observe(elapsed)
     if ops:
         metrics.PATCH_OPS.labels(kind).inc(ops)
+    if failure:
+        metrics.MUTATION_FAILURES.labels(kind, failure).inc()
     admission_log.info(
         "admission",
         extra={
@@ -247,6 +288,9 @@ def _admit(state: State, webhook: str, handle: Handler) -> Response:
                 "dryRun": req.dry_run,
                 "outcome": outcome,
                 "ops": ops,
+                **(
+                    {"failure": failure, "failureMode": snap.policy.failure_mode} if failure else {}
+                ),
                 "warnings": len(resp.warnings),
                 "ms": round(elapsed * 1000, 3),
             }

@@ -22,9 +22,11 @@ from flask import Flask
 
 from webhook import metrics
 from webhook.certs import CertError
-from webhook.jqexpr import EVAL_TIMEOUT, Engine
+from webhook.jqexpr import Engine
+from webhook.limits import EVAL_TIMEOUT
 from webhook.registry import State
 from webhook.samples import SampleIndex
+from webhook.sandbox import Sandbox
 from webhook.server import Webhooks, create_app
 from webhook.tls import CertReloader
 from webhook.worker import worker_class
@@ -101,7 +103,12 @@ def run(
         raise CertError(
             f"cannot load TLS certificate {certfile} with key {keyfile}: {why}"
         ) from None
-    app = create_app(state, samples=samples, validate_timeout=validate_timeout)
+    app = create_app(
+        state,
+        engine=Engine(Sandbox(threads)),  # one child per request thread: none waits for one
+        samples=samples,
+        validate_timeout=validate_timeout,
+    )
     hooks: Webhooks = app.extensions["karta"]
     # The master never serves: drop the gauge it just set, or its stale value would outlive
     # the workers' reloads ("livemax" counts every live process).
@@ -114,13 +121,14 @@ def run(
     def post_fork(server: Any, worker: Any) -> None:
         try:
             hooks.engine.warm()
+            hooks.validate_engine.warm()
         except Exception:
             log.exception("warming the jq sandbox failed")
         metrics.DEFINITIONS.set(len(state.snapshot.registry))
         hooks.reloader.start()
         for start in worker_start:
             try:
-                start(state, hooks.engine)
+                start(state, hooks.validate_engine)
             except Exception:  # logged; /readyz tells whether what it should do got done
                 log.exception("worker start hook failed", extra={"fields": {"hook": repr(start)}})
 

@@ -13,7 +13,8 @@ or worse. :func:`check` adds what upstream lacks:
    find something somewhere, templates must look like templates, ids and replica counts must
    have the right type and count, status expressions must run;
 4. bounded: each definition-sample pair gets ``timeout`` seconds, and when a batch overruns,
-   the culprit is found by re-running its expressions one at a time.
+   the culprit is found by re-running its expressions one at a time; with a ``budget``, the
+   whole check ends by then, and whatever was left unevaluated is an error at its field.
 
 Everything is reported as a :class:`FieldError` at its JSON field path, all at once. ``check``
 never raises on bad input: the admission webhook and the CLI turn its :class:`Report` into a
@@ -23,6 +24,7 @@ denial or into lines of text (:meth:`Report.lines`, :meth:`Report.denial`).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +34,8 @@ from webhook.definitions import JqField, Karta, jq_fields, parse
 from webhook.errors import DefinitionError, FieldError
 from webhook.fields import Mode, Role
 from webhook.gvk import GVK
-from webhook.jqexpr import EVAL_TIMEOUT, Engine, Outcome, pointer
+from webhook.jqexpr import Engine, Outcome, pointer
+from webhook.limits import COMPILE_TIMEOUT, EVAL_TIMEOUT
 from webhook.samples import Sample
 from webhook.structure import Findings, check_structure
 from webhook.workload import as_count, parent_object
@@ -89,16 +92,18 @@ def check(
     *,
     source: str = "<input>",
     timeout: float = EVAL_TIMEOUT,
+    budget: float | None = None,
 ) -> Report:
     """Check one Karta document; ``samples`` are ``(label, object)`` of its root kind
-    (others are skipped with a warning). Never raises on bad input."""
+    (others are skipped with a warning). ``timeout`` bounds each evaluation in the sandbox,
+    ``budget`` (seconds, None for none) the whole check. Never raises on bad input."""
     meta = doc.get("metadata") if isinstance(doc, dict) else None
     name = str(meta.get("name") or "") if isinstance(meta, dict) else ""
     try:
         karta = parse(doc, source)
     except DefinitionError as e:
         return Report(source, name, None, list(e.errors), [], 0)
-    c = _Checker(karta, engine, timeout)
+    c = _Checker(karta, engine, timeout, budget)
     try:
         c.run(samples)
     except Exception as e:  # a validator bug must not become a 500 or a traceback
@@ -112,10 +117,12 @@ def _mode(f: JqField) -> Mode:
 
 
 class _Checker:
-    def __init__(self, karta: Karta, engine: Engine, timeout: float) -> None:
+    def __init__(self, karta: Karta, engine: Engine, timeout: float, budget: float | None) -> None:
         self.k = karta
         self.engine = engine
         self.timeout = timeout
+        self.budget = budget
+        self.deadline = time.monotonic() + budget if budget is not None else None
         self.found = Findings()
         self.checked = 0
         self._seen: set[tuple[str, str]] = set()
@@ -135,6 +142,16 @@ class _Checker:
 
     def warn(self, message: str) -> None:
         self.found.warn(message)
+
+    def time_left(self, bound: float) -> float:
+        """Seconds the next evaluation may take: ``bound``, or less when the budget ends
+        sooner (0 when it has ended)."""
+        if self.deadline is None:
+            return bound
+        return max(0.0, min(bound, self.deadline - time.monotonic()))
+
+    def spent(self) -> Outcome:
+        return Outcome([], f"{NOT_EVALUATED}: the validation budget of {self.budget:g}s ran out")
 
     def run(self, samples: Sequence[Sample]) -> None:
         structure = check_structure(self.k)
@@ -161,7 +178,12 @@ class _Checker:
             if not reasons:
                 screened.append(f)
         exprs = sorted({f.expr for f in screened})
-        compiled = dict(zip(exprs, self.engine.compile_errors(exprs), strict=True))
+        left = self.time_left(COMPILE_TIMEOUT)
+        if left > 0:
+            errors = self.engine.compile_errors(exprs, timeout=left)
+        else:
+            errors = [self.spent().error for _ in exprs]
+        compiled = dict(zip(exprs, errors, strict=True))
         good = []
         for f in screened:
             problem = compiled.get(f.expr)
@@ -244,7 +266,7 @@ class _Checker:
                 outs[req] = Outcome([], f"{TIMED_OUT} after {self.timeout:g}s")
             else:
                 todo.append(req)
-        results = self.engine.evaluate(todo, obj, timeout=self.timeout)
+        results = self.bounded(todo, obj)
         if any(_timed_out(o) for o in results):
             for i, req in enumerate(todo):
                 if not _timed_out(results[i]):
@@ -255,12 +277,23 @@ class _Checker:
                         f"{NOT_EVALUATED}: the time budget went to other expressions that timed out",
                     )
                     continue
-                results[i] = self.engine.evaluate([req], obj, timeout=self.timeout)[0]
+                results[i] = self.bounded([req], obj)[0]
                 if _timed_out(results[i]):
                     self._slow.add(req[0])
                     self._culprits += 1
         outs.update(zip(todo, results, strict=True))
         return outs
+
+    def bounded(self, batch: list[tuple[str, Mode]], obj: Any) -> list[Outcome]:
+        """One engine call within what is left of the budget; nothing runs once it has ended.
+        A batch cut short by the budget (not by its own timeout) is not evaluated."""
+        left = self.time_left(self.timeout)
+        if left <= 0:
+            return [self.spent() for _ in batch]
+        results = self.engine.evaluate(batch, obj, timeout=left)
+        if left < self.timeout:
+            results = [self.spent() if _timed_out(o) else o for o in results]
+        return results
 
     def one_sample(
         self,

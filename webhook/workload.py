@@ -87,6 +87,8 @@ class Workload:
     components: tuple[ComponentView, ...]
     status: str
     warnings: tuple[str, ...] = field(default=())
+    #: write paths that failed to evaluate (not absent: failed), so their templates are unknown
+    failures: tuple[str, ...] = field(default=())
 
     @property
     def gpus(self) -> int:
@@ -107,6 +109,7 @@ class _Batch:
         self.requests: list[tuple[str, Mode]] = []
         self.index: dict[tuple[str, str], int] = {}
         self.outcomes: list[Outcome] = []
+        self.failures: list[str] = []  # write paths whose evaluation failed
 
     def want(self, expr: str | None, mode: Mode) -> None:
         if expr and (expr, mode) not in self.index:
@@ -177,6 +180,7 @@ def resolve(karta: Karta, obj: Mapping[str, Any], engine: Engine, *, full: bool 
         components=components,
         status=category,
         warnings=tuple(warnings),
+        failures=tuple(batch.failures),
     )
 
 
@@ -188,6 +192,7 @@ def _locs(
         return []
     if out.error:
         warnings.append(f"{what} {expr!r}: {out.error}")
+        batch.failures.append(f"{what}: {out.error}")
     return list(out.items)
 
 

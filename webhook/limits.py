@@ -1,0 +1,74 @@
+"""Every bound the webhook enforces, in one place: deadlines in seconds, sizes in bytes or counts.
+
+An admission webhook is only as good as its worst minute, and anyone who can reach its Service,
+write a Karta or create a workload can try to make that minute bad. Each limit here is a
+deadline or a size bound, chosen from what the API server itself accepts (so that no object it
+would store is refused or left unmutated) and from the webhook configurations' timeout (so that
+an answer always arrives in time). Hitting a limit is always an error that says which one,
+never a silent skip.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --------------------------------------------------------------------------- requests
+
+#: The API server's limit on a request body (``--max-request-bytes``' default, 3 MiB).
+API_REQUEST_BYTES: Final = 3 * 1024 * 1024
+#: Our cap on an AdmissionReview body: a little above two objects at the API server's limit
+#: (an UPDATE carries the object and its old version).
+MAX_BODY: Final = 7 * 1024 * 1024
+#: Oversized bodies up to this size are read (and dropped) so that their 413 reaches the client.
+DRAIN_LIMIT: Final = 4 * MAX_BODY
+#: The API server's JSON decoder accepts nesting this deep (``sigs.k8s.io/json``); so do we.
+MAX_JSON_DEPTH: Final = 10_000
+
+# --------------------------------------------------------------------------- deadlines
+
+#: ``timeoutSeconds`` of both webhook configurations (the API server waits this long).
+WEBHOOK_TIMEOUT_SECONDS: Final = 5
+#: One wall-clock budget for checking a Karta on /validate, comfortably inside the webhook's
+#: timeout so that the denial, not the API server's timeout, is what ``kubectl`` shows.
+VALIDATE_BUDGET: Final = WEBHOOK_TIMEOUT_SECONDS * 0.6
+#: Concurrent /validate checks per worker process; more wait briefly, then are told to retry,
+#: so definitions being checked can never take the threads /mutate needs.
+VALIDATE_CONCURRENCY: Final = 1
+#: Bound on one evaluation of a batch of expressions in the sandbox.
+EVAL_TIMEOUT: Final = 2.0
+#: Compiling never runs an expression, but a sandbox child may have to be started first.
+COMPILE_TIMEOUT: Final = 5.0
+
+# --------------------------------------------------------------------------- jq
+
+#: Results one expression may give before it counts as runaway. No object the API server
+#: accepts has more elements than this, so a path over a long list is never cut short (a JobSet
+#: with 3,000 replicated jobs is mutated completely); only a generator that multiplies is.
+MAX_RESULTS: Final = API_REQUEST_BYTES // 2
+#: A jq expression of a definition, in bytes of text; real ones are well under a kilobyte.
+MAX_EXPRESSION_BYTES: Final = 16 * 1024
+#: String interpolations nested inside each other (``"\\("\\(...)")"``).
+MAX_INTERPOLATION_DEPTH: Final = 32
+#: Address space of one sandbox child: libjq parsing a 3 MiB object needs well under this.
+SANDBOX_MEMORY: Final = 256 * 1024 * 1024
+#: Nesting a sandbox child sees (libjq parses at most ~5,000 levels); deeper parts read as null.
+SANDBOX_DEPTH: Final = 2_000
+#: Bytes of one sandbox reply (the locations and values of a batch).
+SANDBOX_REPLY_BYTES: Final = 64 * 1024 * 1024
+#: Compiled programs a sandbox child keeps.
+SANDBOX_PROGRAMS: Final = 64
+
+# --------------------------------------------------------------------------- caches
+
+#: Text of parsed plain-path expressions kept, in bytes (definitions repeat on every request).
+PLAIN_CACHE_BYTES: Final = 1024 * 1024
+#: Escaped JSON Pointer keys kept, in bytes; longer keys are escaped every time.
+POINTER_CACHE_BYTES: Final = 1024 * 1024
+POINTER_CACHE_KEY: Final = 256
+
+# --------------------------------------------------------------------------- documents
+
+#: Nesting of a YAML document (JSON documents may nest to :data:`MAX_JSON_DEPTH`).
+YAML_MAX_DEPTH: Final = 256
+#: Nodes of one YAML document with every alias expanded (a "billion laughs" stops here).
+YAML_MAX_NODES: Final = 2_000_000
