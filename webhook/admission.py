@@ -14,14 +14,16 @@ from typing import Any
 
 import orjson
 
+from webhook import jsontext
 from webhook.gvk import GVK
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 
 # orjson: the body is decoded once per request and is up to 3 MiB; the standard library's
-# decoder alone costs more than the rest of the hot path (see bench/).
-_loads = orjson.loads
+# decoder alone costs more than the rest of the hot path (see bench/). jsontext falls back to
+# it only for bodies nested deeper than orjson reads, as deep as the API server accepts.
+_loads = jsontext.loads
 _dumps = orjson.dumps
 
 
@@ -60,6 +62,8 @@ class Response:
 def decode(body: bytes) -> Request:
     try:
         review = _loads(body)
+    except jsontext.DepthError as e:
+        raise BadReview(f"body is {e}") from None
     except (orjson.JSONDecodeError, ValueError, UnicodeDecodeError) as e:
         raise BadReview(f"body is not JSON: {str(e).splitlines()[0]}") from None
     if not isinstance(review, dict):

@@ -18,7 +18,7 @@ from typing import Any
 import jsonpatch
 import yaml
 
-from webhook import __version__, describe
+from webhook import __version__, describe, jsontext
 from webhook.admission import request_for
 from webhook.definitions import is_karta, not_a_karta, samples_dir
 from webhook.documents import read_documents
@@ -85,7 +85,7 @@ def cmd_mutate(args: argparse.Namespace) -> int:
         for w in m.warnings:
             _err(f"{source}: warning: {w}")
         patches.append(m.ops)
-        mutated.append(jsonpatch.apply_patch(doc, m.ops) if m.ops else doc)
+        mutated.append(jsonpatch.apply_patch(doc, m.ops, in_place=True) if m.ops else doc)
     if args.output == "patch":
         _print_json(patches[0] if len(patches) == 1 else patches)
     elif args.output == "json":
@@ -405,10 +405,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: Frames per nesting level of the deepest recursion over a document in the offline commands
+#: (PyYAML's representer and emitter), so that any document the API server would accept can be
+#: read, mutated and printed.
+_FRAMES_PER_LEVEL = 8
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args))
+        if args.func is cmd_serve:  # gunicorn wants the main thread (signals)
+            return int(args.func(args))
+        return jsontext.run_deep(lambda: int(args.func(args)), frames_per_level=_FRAMES_PER_LEVEL)
     except KartaError as e:
         _err(str(e))
         return EXIT_INPUT

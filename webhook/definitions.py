@@ -463,10 +463,19 @@ def load_definition(doc: Any, source: str) -> Karta:
     """Parse a definition and apply the safety screen to every jq expression in it.
 
     The screen runs wherever a definition is loaded (files, catalog, cluster): an expression
-    that could read the environment or files never reaches an evaluator.
+    that could read the environment or files never reaches an evaluator. Whatever goes wrong
+    with an untrusted document is a :class:`DefinitionError` naming it, never another
+    exception (a server must not die, nor a sync loop retry forever, on one bad definition).
     """
-    karta = parse(doc, source)
-    errors = screen_errors(karta)
+    try:
+        karta = parse(doc, source)
+        errors = screen_errors(karta)
+    except DefinitionError:
+        raise
+    except (RecursionError, MemoryError, ValueError, TypeError) as e:
+        raise DefinitionError(
+            source, [FieldError("", f"cannot be read: {type(e).__name__}: {e}")]
+        ) from None
     if errors:
         raise DefinitionError(source, errors)
     return karta

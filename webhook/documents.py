@@ -2,7 +2,10 @@
 
 Every input of the project (definitions, policies, samples, workloads for the CLI, CRDs) is a
 stream of YAML documents (YAML is a superset of JSON). They are read here, in one way: as the
-API server would read them, into JSON values, with every error naming the file and line.
+API server would read them, into JSON values, with every error naming the file and line. JSON
+text is read as JSON (fast, and as deep as the API server accepts); YAML is read with bounds on
+nesting and on alias expansion (:mod:`webhook.limits`), so a hostile file is an error, not a
+traceback or minutes of work in every command.
 """
 
 from __future__ import annotations
@@ -12,8 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import ComposerError
+from yaml.events import AliasEvent
 
+from webhook import jsontext
 from webhook.errors import InputError
+from webhook.limits import MAX_JSON_DEPTH, YAML_MAX_DEPTH, YAML_MAX_NODES
 
 #: A document and where it came from: ``file`` for a one-document file, ``file#index`` otherwise.
 Document = tuple[str, Any]
@@ -24,7 +31,46 @@ SUFFIXES = (".yaml", ".yml", ".json")
 class _JsonLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no types
     """YAML as the API server reads it: a document becomes JSON, so values JSON has no type
     for stay text — an unquoted ``2024-01-01`` is the string kubectl would send, not a
-    ``date`` that would break every JSON encoder downstream (the jq sandbox, ``-o json``)."""
+    ``date`` that would break every JSON encoder downstream (the jq sandbox, ``-o json``).
+
+    Bounded: a document nested deeper than :data:`~webhook.limits.YAML_MAX_DEPTH`, or with more
+    than :data:`~webhook.limits.YAML_MAX_NODES` nodes once every alias is expanded (the
+    "billion laughs"), is refused while it is read."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._sizes: dict[int, int] = {}  # id(node) -> nodes below it, aliases expanded
+
+    def compose_document(self) -> Any:
+        self._depth, self._sizes = 0, {}
+        return super().compose_document()
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(AliasEvent):
+            return super().compose_node(parent, index)  # the anchored node, counted again above
+        self._depth += 1
+        if self._depth > YAML_MAX_DEPTH:
+            mark = self.peek_event().start_mark
+            raise ComposerError(None, None, f"nested deeper than {YAML_MAX_DEPTH} levels", mark)
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        children = node.value if isinstance(node.value, list) else []
+        size = 1
+        for child in children:
+            for n in child if isinstance(child, tuple) else (child,):
+                size += self._sizes.get(id(n), 1)
+        if size > YAML_MAX_NODES:
+            raise ComposerError(
+                None,
+                None,
+                f"more than {YAML_MAX_NODES} nodes with its aliases expanded",
+                node.start_mark,
+            )
+        self._sizes[id(node)] = size
+        return node
 
 
 _JsonLoader.yaml_implicit_resolvers = {
@@ -37,7 +83,14 @@ for _tag in ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:binary"):
 
 def parse_documents(text: str, label: str) -> list[Document]:
     """Split YAML (a superset of JSON) into documents; errors name the file and line. Empty
-    documents are dropped."""
+    documents are dropped. A JSON document is read as JSON."""
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            return [(label, jsontext.loads(text))]
+        except jsontext.DepthError:
+            raise InputError(f"{label}: nested deeper than {MAX_JSON_DEPTH} levels") from None
+        except ValueError:
+            pass  # YAML's flow style ({a: 1}) or several documents: read as YAML
     try:
         docs = list(yaml.load_all(text, Loader=_JsonLoader))  # a SafeLoader subclass
     except yaml.YAMLError as e:

@@ -21,6 +21,7 @@ from webhook.gvk import GVK
 from webhook.jqexpr import Engine
 from webhook.limits import EVAL_TIMEOUT
 from webhook.mutation import plan
+from webhook.names import label_value_errors
 from webhook.policy import Policy
 from webhook.registry import Registry
 from webhook.samples import SampleIndex
@@ -97,8 +98,9 @@ def mutate(req: Request, registry: Registry, policy: Policy, engine: Engine) -> 
     if req.operation not in ("CREATE", "UPDATE") or not isinstance(req.object, Mapping):
         return Result(resp, kind, "skipped")
     if is_karta_kind(gvk):
-        ops = stamp_index_labels(req.object)
+        ops, warnings = stamp_index_labels(req.object)
         resp.patch = ops or None
+        resp.warnings.extend(f"karta-webhook: {w}" for w in warnings)
         return Result(resp, kind, "patched" if ops else "unchanged", len(ops))
     karta = registry.lookup(gvk)
     if karta is None or req.operation not in policy.operations:
@@ -144,25 +146,38 @@ def _not_mutated(
     return Result(resp, kind, "error", failure=reason)
 
 
-def stamp_index_labels(karta_obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+def stamp_index_labels(karta_obj: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
     """Ops that set ``run.ai/karta-{group,version,kind}`` from the root component's kind (KAI
-    Scheduler finds definitions by them). Other labels are kept; no root kind, no ops."""
+    Scheduler finds definitions by them), and warnings. Other labels are kept; no root kind, no
+    ops. A value the API server would reject as a label value (a group longer than 63
+    characters) is not stamped, with a warning: the whole Karta would be refused otherwise."""
     gvk = definitions.root_gvk(karta_obj)
     if gvk is None:
-        return []
-    values = [gvk.group, gvk.version, gvk.kind]
-    wanted = dict(zip(INDEX_LABELS, values, strict=True))
+        return [], []
+    wanted: dict[str, str] = {}
+    warnings = []
+    for key, value in zip(INDEX_LABELS, (gvk.group, gvk.version, gvk.kind), strict=True):
+        if label_value_errors(value):
+            warnings.append(
+                f"label {key} not set: {value!r} is not a valid label value (at most 63 "
+                "characters); KAI Scheduler will not find this definition by its labels"
+            )
+        else:
+            wanted[key] = value
+    if not wanted:
+        return [], warnings
     meta = karta_obj.get("metadata")
     labels = meta.get("labels") if isinstance(meta, Mapping) else None
     if not isinstance(meta, Mapping):
-        return [{"op": "add", "path": "/metadata", "value": {"labels": wanted}}]
+        return [{"op": "add", "path": "/metadata", "value": {"labels": wanted}}], warnings
     if not isinstance(labels, Mapping):
-        return [{"op": "add", "path": "/metadata/labels", "value": wanted}]
-    return [
+        return [{"op": "add", "path": "/metadata/labels", "value": wanted}], warnings
+    ops = [
         {"op": "add", "path": jqexpr.pointer(("metadata", "labels", k)), "value": v}
         for k, v in wanted.items()
         if labels.get(k) != v
     ]
+    return ops, warnings
 
 
 # --------------------------------------------------------------------------- validate

@@ -18,11 +18,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from webhook import jqpath
 from webhook.jqpath import PathToken, Step
-from webhook.limits import COMPILE_TIMEOUT, EVAL_TIMEOUT, MAX_RESULTS
+from webhook.limits import (
+    COMPILE_TIMEOUT,
+    EVAL_TIMEOUT,
+    MAX_EXPRESSION_BYTES,
+    MAX_RESULTS,
+    PLAIN_CACHE_BYTES,
+    POINTER_CACHE_BYTES,
+    POINTER_CACHE_KEY,
+)
 from webhook.sandbox import Reply, Sandbox
 
 Mode = Literal["paths", "values", "compile"]
@@ -59,18 +67,46 @@ class Outcome:
         return self.error is None
 
 
-_plain_cache: dict[str, tuple[Step, ...] | None] = {}
+V = TypeVar("V")
+
+
+class Memo(Generic[V]):
+    """A memo of values by string key, bounded in bytes of keys: keys longer than ``max_key``
+    are never kept, and when ``max_bytes`` would be passed the memo starts over. Keys come
+    from definitions and objects, so an attacker decides how many and how long they are."""
+
+    def __init__(self, max_bytes: int, max_key: int) -> None:
+        self.max_bytes = max_bytes
+        self.max_key = max_key
+        self.data: dict[str, V] = {}
+        self.bytes = 0
+
+    def get(self, key: str) -> V | None:
+        return self.data.get(key)
+
+    def put(self, key: str, value: V) -> None:
+        if len(key) > self.max_key:
+            return
+        if self.bytes + len(key) > self.max_bytes:
+            self.data.clear()
+            self.bytes = 0
+        self.data[key] = value
+        self.bytes += len(key)
+
+
+# Boxed, so that "not plain" (None) can be kept too.
+_plain_cache: Memo[tuple[tuple[Step, ...] | None]] = Memo(
+    PLAIN_CACHE_BYTES, MAX_EXPRESSION_BYTES // 16
+)
 
 
 def plain(expr: str) -> tuple[Step, ...] | None:
-    """The parsed steps of a plain path expression, or None (cached: definitions repeat)."""
-    try:
-        return _plain_cache[expr]
-    except KeyError:
-        steps = jqpath.parse_plain(expr)
-        if len(_plain_cache) < 10_000:
-            _plain_cache[expr] = steps
-        return steps
+    """The parsed steps of a plain path expression, or None (memoised: definitions repeat)."""
+    box = _plain_cache.get(expr)
+    if box is None:
+        box = (jqpath.parse_plain(expr),)
+        _plain_cache.put(expr, box)
+    return box[0]
 
 
 def getpath(obj: Any, path: Sequence[PathToken]) -> Any:
@@ -86,7 +122,7 @@ def getpath(obj: Any, path: Sequence[PathToken]) -> Any:
     return cur
 
 
-_ESCAPED: dict[str, str] = {}
+_escaped: Memo[str] = Memo(POINTER_CACHE_BYTES, POINTER_CACHE_KEY)
 
 
 def pointer(path: Sequence[PathToken]) -> str:
@@ -97,11 +133,10 @@ def pointer(path: Sequence[PathToken]) -> str:
         if isinstance(t, int):
             parts.append(str(t))
             continue
-        esc = _ESCAPED.get(t)
+        esc = _escaped.get(t)
         if esc is None:
             esc = t.replace("~", "~0").replace("/", "~1")
-            if len(_ESCAPED) < 50_000:
-                _ESCAPED[t] = esc
+            _escaped.put(t, esc)
         parts.append(esc)
     return "/" + "/".join(parts) if parts else ""
 

@@ -28,6 +28,7 @@ _DEEP_STACK = 256 * 1024 * 1024
 #: Frames of the interpreter's recursion limit beyond one per nesting level (the codec's own).
 _SLACK = 64
 _deep_lock = threading.Lock()
+_deep = threading.local()  # .frames: in a deep thread, the frames per level it allows
 
 
 class DepthError(ValueError):
@@ -39,14 +40,18 @@ def _is_depth(e: Exception) -> bool:
     return "recursion" in text or "depth" in text
 
 
-def run_deep(fn: Callable[[], T]) -> T:
+def run_deep(fn: Callable[[], T], *, frames_per_level: int = 1) -> T:
     """Run ``fn`` in a thread whose stack and recursion limit allow nesting up to
-    :data:`~webhook.limits.MAX_JSON_DEPTH` levels; re-raise what it raises. One at a time: the
-    recursion limit is the interpreter's, raised only while it runs."""
+    :data:`~webhook.limits.MAX_JSON_DEPTH` levels (for code that recurses ``frames_per_level``
+    frames per level); re-raise what it raises. One at a time: the recursion limit is the
+    interpreter's, raised only while it runs. Inside such a thread, ``fn`` just runs."""
+    if getattr(_deep, "frames", 0) >= frames_per_level:
+        return fn()
     result: list[T] = []
     error: list[BaseException] = []
 
     def target() -> None:
+        _deep.frames = frames_per_level
         try:
             result.append(fn())
         except BaseException as e:  # handed to the caller
@@ -56,7 +61,7 @@ def run_deep(fn: Callable[[], T]) -> T:
         before = sys.getrecursionlimit()
         old_stack = threading.stack_size(_DEEP_STACK)
         try:
-            sys.setrecursionlimit(max(before, MAX_JSON_DEPTH + _SLACK))
+            sys.setrecursionlimit(max(before, MAX_JSON_DEPTH * frames_per_level + _SLACK))
             t = threading.Thread(target=target, name="karta-deep-json", daemon=True)
             t.start()
         finally:

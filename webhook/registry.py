@@ -156,6 +156,8 @@ class State:
                     changed = True
                 except KartaError as e:
                     errors.append(str(e))
+                except Exception as e:  # reported once per change, never retried in a loop
+                    errors.append(f"{key}: cannot be loaded: {type(e).__name__}: {e}")
             self._stamps = stamps
             if changed:
                 self._publish()
