@@ -401,19 +401,25 @@ def test_rbac_least_privilege(base: list[Obj]) -> None:
 
 WORKLOAD_RULES = [
     ("", "v1", ["pods"]),
+    ("agents.x-k8s.io", "v1alpha1", ["sandboxes"]),
     ("apps", "v1", ["daemonsets", "deployments", "replicasets", "statefulsets"]),
-    ("apps.nvidia.com", "v1alpha1", ["nimservices"]),
+    ("apps.nvidia.com", "v1alpha1", ["nimcaches", "nimservices"]),
+    ("argoproj.io", "v1alpha1", ["workflows"]),
     ("batch", "v1", ["cronjobs", "jobs"]),
     ("grove.io", "v1alpha1", ["podcliquesets"]),
     ("jobset.x-k8s.io", "v1alpha2", ["jobsets"]),
-    ("kubeflow.org", "v1", ["pytorchjobs"]),
+    ("kubeflow.org", "v1", ["jaxjobs", "notebooks", "pytorchjobs", "tfjobs", "xgboostjobs"]),
     ("kubeflow.org", "v2beta1", ["mpijobs"]),
     ("leaderworkerset.x-k8s.io", "v1", ["leaderworkersets"]),
     ("milvus.io", "v1beta1", ["milvuses"]),
     ("nvidia.com", "v1alpha1", ["dynamographdeployments"]),
+    ("nvidia.com", "v1beta1", ["dynamographdeployments"]),
     ("ray.io", "v1", ["rayclusters", "rayjobs", "rayservices"]),
     ("serving.knative.dev", "v1", ["services"]),
+    ("serving.kserve.io", "v1alpha1", ["llminferenceservices"]),
     ("serving.kserve.io", "v1beta1", ["inferenceservices"]),
+    ("tekton.dev", "v1", ["taskruns"]),
+    ("trainer.kubeflow.org", "v1alpha1", ["trainjobs"]),
 ]
 
 
