@@ -17,11 +17,13 @@ import pytest
 import yaml
 from helpers import ENGINE
 
-from webhook.definitions import catalog_dir, load_files
+from webhook.definitions import catalog_dir, load_files, parse
 from webhook.documents import read_documents
 from webhook.gvk import GVK
 from webhook.mutation import plan
 from webhook.policy import parse_policy
+from webhook.samples import SampleIndex
+from webhook.validation import check
 from webhook.workload import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,19 +134,14 @@ def test_sample_resolves_and_mutates_as_counted_by_hand(
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "upstream-defects"
 
 
-def _sample_index() -> Any:
-    from webhook.validation import SampleIndex
-
+def _sample_index() -> SampleIndex:
     return SampleIndex.load([catalog_dir() / "samples"])
 
 
 def _check(doc: Any, source: str) -> Any:
-    from webhook.definitions import parse
-    from webhook.validation import check
-
     gvk = parse(doc, source).gvk
     assert gvk is not None
-    return check(doc, _sample_index().for_gvk(gvk), source=source)
+    return check(doc, _sample_index().for_gvk(gvk), ENGINE, source=source)
 
 
 def test_sound_definition_relying_on_api_server_defaults_is_admitted() -> None:
