@@ -186,7 +186,6 @@ def test_upstream_defect_is_refused_at_its_field(path: Path, field: str, message
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="validator relaxation R1-R4 of docs/compatibility.md (lead)")
 @pytest.mark.parametrize(("path", "field", "message"), _fixture_cases("warning"))
 def test_upstream_strictness_is_a_warning(path: Path, field: str, message: str) -> None:
     [(source, doc)] = read_documents(path)

@@ -25,13 +25,13 @@ def test_existing_values_win_without_overwrite_and_lose_with_it() -> None:
     obj = sample(*JOBSET_SAMPLE)
     tmpl = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     tmpl.setdefault("metadata", {}).setdefault("labels", {})["team"] = "a"
-    tmpl["spec"]["schedulerName"] = "default-scheduler"
+    tmpl["spec"]["schedulerName"] = "team-scheduler"
     polite = policy(labels={"team": "b"}, schedulerName="kai-scheduler")
     out, _ = apply(obj, polite)
     t0 = out["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     t1 = out["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]
     assert t0["metadata"]["labels"]["team"] == "a"
-    assert t0["spec"]["schedulerName"] == "default-scheduler"
+    assert t0["spec"]["schedulerName"] == "team-scheduler"
     assert t1["metadata"]["labels"]["team"] == "b"
     assert t1["spec"]["schedulerName"] == "kai-scheduler"
     forceful = policy(labels={"team": "b"}, schedulerName="kai-scheduler", overwrite=True)
@@ -117,3 +117,28 @@ def test_unrenderable_label_value_is_skipped_with_warning() -> None:
     )
     assert p.warnings and "not a valid label value" in p.warnings[0]
     assert all("annotations" in op["path"] for op in p.ops)
+
+
+def test_the_api_servers_default_scheduler_counts_as_unset() -> None:
+    """Built-in pod specs reach the webhook with ``schedulerName: default-scheduler`` filled in
+    by the API server; a policy's scheduler replaces it without ``overwrite``, and a second
+    plan changes nothing."""
+    obj = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": "n"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "schedulerName": "default-scheduler",
+                    "containers": [{"name": "c", "image": "i"}],
+                }
+            }
+        },
+    }
+    out, ops = apply(obj, policy(schedulerName="kai-scheduler"))
+    assert out["spec"]["template"]["spec"]["schedulerName"] == "kai-scheduler"
+    assert ops == [
+        {"op": "add", "path": "/spec/template/spec/schedulerName", "value": "kai-scheduler"}
+    ]
+    assert apply(out, policy(schedulerName="kai-scheduler"))[1] == []

@@ -354,15 +354,19 @@ def test_at_most_one_spec_pattern(spec: dict[str, Any]) -> None:
     assert len(errors_at(r, f"{CHILD}.specDefinition")) == 1
 
 
-def test_metadata_path_only_with_pod_spec_path() -> None:
+def test_metadata_path_only_with_pod_spec_path_is_a_warning() -> None:
+    """Upstream documents the pairing without enforcing it, and alone it is never read: a
+    warning (upstream's Argo and KubeVirt definitions have one), not a refusal."""
     d = base()
     child(d)["specDefinition"]["metadataPath"] = (
         ".spec.replicatedJobs[].template.spec.template.metadata"
     )
-    only_error(
-        run(d),
-        f"{CHILD}.specDefinition.metadataPath",
-        "metadataPath is only allowed with podSpecPath",
+    r = run(d)
+    assert r.ok, r.errors
+    assert any(
+        w.startswith(f"{CHILD}.specDefinition.metadataPath: ")
+        and "metadataPath is only allowed with podSpecPath" in w
+        for w in r.warnings
     )
 
 
@@ -632,7 +636,7 @@ def test_map_instances_with_to_entries_keys() -> None:
 @pytest.mark.parametrize(
     ("expr", "fragment"),
     [
-        ("-1", "must yield non-negative integers"),
+        ('"-1"', "must yield non-negative integers"),
         ('"many"', "must yield non-negative integers"),
         (".spec.replicatedJobs[] | 1.5", "must yield non-negative integers"),
         ("1, 2, 3", "yields 3 value(s) but the component has 2 instance(s)"),
@@ -642,6 +646,27 @@ def test_replicas_are_counts_one_per_instance(expr: str, fragment: str) -> None:
     d = base()
     child(d)["scaleDefinition"]["replicasPath"] = expr
     only_error(run(d), f"{CHILD}.scaleDefinition.replicasPath", fragment)
+
+
+def test_negative_count_reads_as_unknown_with_a_warning() -> None:
+    """Milvus's ``replicas: -1`` hands the count to an HPA: unknown, not wrong."""
+    d = base()
+    child(d)["scaleDefinition"]["replicasPath"] = "-1"
+    r = run(d)
+    assert r.ok, r.errors
+    assert any(w.startswith(f"{CHILD}.scaleDefinition.replicasPath: gave -1") for w in r.warnings)
+
+
+def test_scale_path_failing_on_a_sample_is_a_warning() -> None:
+    d = base()
+    child(d)["scaleDefinition"]["replicasPath"] = ".spec.replicatedJobs[] | .replicas * .nope"
+    r = run(d)
+    assert r.ok, r.errors
+    assert any(
+        w.startswith(f"{CHILD}.scaleDefinition.replicasPath: fails on sample")
+        and "the count is unknown" in w
+        for w in r.warnings
+    )
 
 
 @pytest.mark.parametrize("expr", ['"1"', "1", ".spec.replicatedJobs[].replicas", ".spec.nothing"])

@@ -135,6 +135,8 @@ class Injectable:
     check_value: Callable[[str], list[str]]
     #: how a value that fails ``check_value`` is called in a warning
     invalid: str
+    #: values that count as not set: without ``overwrite`` they are replaced all the same
+    unset: tuple[str, ...] = ()
 
 
 INJECTABLES: tuple[Injectable, ...] = (
@@ -176,6 +178,10 @@ INJECTABLES: tuple[Injectable, ...] = (
         check_key=None,
         check_value=scheduler_name_errors,
         invalid="is not a valid scheduler name",
+        # The API server defaults every built-in pod spec (Pods, Deployments' and Jobs'
+        # templates) to the default scheduler before any webhook sees it, so that value says
+        # nothing about what the user wants; a policy's scheduler replaces it.
+        unset=("default-scheduler",),
     ),
 )
 

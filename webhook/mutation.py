@@ -63,13 +63,23 @@ class _Patch:
         return jqexpr.getpath(self.obj, path)
 
     def set(
-        self, container: Path_, base: int, key: str, value: str, overwrite: bool, anchor: Any = None
+        self,
+        container: Path_,
+        base: int,
+        key: str,
+        value: str,
+        overwrite: bool,
+        anchor: Any = None,
+        unset: tuple[str, ...] = (),
     ) -> str | None:
         """Set ``key`` in the object at ``container`` (creating it and missing parents below the
-        first ``base`` tokens). Returns None on success or no-op, else why it was skipped."""
+        first ``base`` tokens). A value in ``unset`` counts as no value. Returns None on success
+        or no-op, else why it was skipped."""
         cur = self.get(container, base, anchor)
         if isinstance(cur, dict):
             existing = self.assigned.get((container, key), cur.get(key))
+            if existing in unset and existing != value:
+                existing = None
             if existing is not None and (existing == value or not overwrite):
                 return None
             self.changes += 1
@@ -185,7 +195,9 @@ def _apply(
                 container, name = slot.path, key
             else:  # the slot is the field itself
                 container, name = slot.path[:-1], str(slot.path[-1])
-            why = patch.set(container, slot.base, name, value, rule.overwrite, slot.anchor)
+            why = patch.set(
+                container, slot.base, name, value, rule.overwrite, slot.anchor, inj.unset
+            )
             if why:
                 warnings.append(f"{where}: cannot set {name}: {why}; skipped")
                 failures.append((UNWRITABLE, f"{where}: cannot set {name}: {why}"))

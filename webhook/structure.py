@@ -129,7 +129,11 @@ def _component(comp: Component, is_root: bool, out: Findings) -> None:
             f"({', '.join(comp.patterns)}); use one",
         )
     if comp.expr(Role.METADATA) and not comp.expr(Role.POD_SPEC):
-        out.err(join_path(sp, "metadataPath"), "metadataPath is only allowed with podSpecPath")
+        # Upstream documents the pairing but does not enforce it; alone it is never read.
+        out.warn(
+            f"{join_path(sp, 'metadataPath')}: metadataPath is only allowed with podSpecPath; "
+            "it is ignored"
+        )
     sel = comp.expr(Role.INSTANCE_SELECTOR)
     if comp.expr(Role.INSTANCE_ID) and not sel:
         out.err(

@@ -32,13 +32,13 @@ from typing import Any
 from webhook import jqsyntax
 from webhook.definitions import JqField, Karta, jq_fields, parse
 from webhook.errors import DefinitionError, FieldError
-from webhook.fields import Mode, Role
+from webhook.fields import FRAGMENTED, Mode, Role
 from webhook.gvk import GVK
 from webhook.jqexpr import Engine, Outcome, pointer
 from webhook.limits import COMPILE_TIMEOUT, EVAL_TIMEOUT
 from webhook.samples import Sample
 from webhook.structure import Findings, check_structure
-from webhook.workload import as_count, parent_object
+from webhook.workload import as_count, creatable, parent_object
 
 #: At most this many expressions are hunted down one by one after a batch timed out; each
 #: costs a full ``timeout``. Past that, checking against further samples stops.
@@ -307,8 +307,15 @@ class _Checker:
         suspend_hits: dict[str, int],
     ) -> None:
         # How many locations each component's pod-spec path finds here (UNKNOWN when the path
-        # failed or was not run); instance ids and replica counts pair up with them.
+        # failed or was not run); instance ids and replica counts pair up with them. A
+        # component without a pod-spec path pairs its counts with its instance ids.
         counts: dict[str, int] = dict.fromkeys(self.unrunnable, UNKNOWN)
+        ids: dict[str | None, int] = {}
+        for f in fields:
+            if f.role == Role.INSTANCE_ID and f.component not in self.written:
+                got = outs[(f.expr, _mode(f))]
+                if got.ok:
+                    ids[f.component] = len(got.items)
         for f in fields:
             if f.component is None or not f.field.primary:
                 continue
@@ -330,7 +337,8 @@ class _Checker:
                         f"{f.path}: iterates over an absent (null) value in sample {label}: "
                         "no location there"
                     )
-                hits = [p for p, v in out.items if _exists(f, obj, p, v)]
+                root = f.component == self.k.root.name
+                hits = [p for p, v in out.items if _exists(f, obj, p, v, root)]
                 (found if hits else missing)[f.path].append(label)
                 self.contents(f, out.items, label)
             elif f.role == Role.SUSPEND_ACTION:
@@ -347,8 +355,8 @@ class _Checker:
                         break
             elif f.role == Role.INSTANCE_ID:
                 self.instance_ids(f, out, n, label)
-            elif f.role in (Role.REPLICAS, Role.MIN_REPLICAS, Role.MAX_REPLICAS):
-                self.scale(f, out, n, label)
+            elif f.role in _SCALE:
+                self.scale(f, out, n, ids.get(f.component), label)
 
     def run_error(self, f: JqField, error: str, label: str, n: int | None) -> None:
         if error.startswith(TIMED_OUT):
@@ -358,6 +366,10 @@ class _Checker:
         elif f.role == Role.INSTANCE_ID and n == 0:
             # `.spec.m | to_entries[]` fails on an absent map where `.spec.m[]` finds nothing
             self.warn(f"{f.path}: fails on sample {label}, which has no instances: {error}")
+        elif f.role in _SCALE:
+            # Counts feed describe and GPU totals, not the writes: an unknown count is no reason
+            # to refuse every mutation of the kind (upstream's JobSet reads an unset field).
+            self.warn(f"{f.path}: fails on sample {label}: {error}; the count is unknown there")
         elif error.startswith("Invalid path expression") and f.field.mode == "paths":
             self.err(
                 f.path,
@@ -399,9 +411,14 @@ class _Checker:
                 "ids",
             )
 
-    def scale(self, f: JqField, out: Outcome, n: int | None, label: str) -> None:
+    def scale(self, f: JqField, out: Outcome, n: int | None, ids: int | None, label: str) -> None:
         for v in out.items:
-            if v is not None and as_count(v) is None:
+            if isinstance(v, int) and not isinstance(v, bool) and v < 0:
+                # Milvus's -1: the replicas are an HPA's to decide; the count is unknown.
+                self.warn(
+                    f"{f.path}: gave {v} on sample {label}; a negative count is read as unknown"
+                )
+            elif v is not None and as_count(v) is None:
                 self.err(
                     f.path,
                     f"must yield non-negative integers (or numeric strings); gave {_short(v)} "
@@ -411,6 +428,20 @@ class _Checker:
                 return
         got = len(out.items)
         if n == UNKNOWN:
+            return
+        if n is None and ids is not None and got > 1:
+            if got != ids:
+                self.err(
+                    f.path,
+                    f"yields {got} value(s) but instanceIdPath yields {ids} id(s) on sample "
+                    f"{label}; the component has no pod template path, so they must pair up",
+                    "scale",
+                )
+            else:
+                self.warn(
+                    f"{f.path}: the component has no pod template path; its {got} values pair "
+                    f"with its instance ids (sample {label})"
+                )
             return
         if n is not None and got not in (0, 1, n):
             self.err(
@@ -428,12 +459,20 @@ class _Checker:
             )
 
 
-def _exists(f: JqField, obj: Any, path: tuple[Any, ...], value: Any) -> bool:
+_SCALE = (Role.REPLICAS, Role.MIN_REPLICAS, Role.MAX_REPLICAS)
+
+
+def _exists(f: JqField, obj: Any, path: tuple[Any, ...], value: Any, root: bool) -> bool:
     """A write location counts as found when it has a value, or (for a field the mutation
-    creates) when its parent object exists — by the rule resolution writes by."""
+    creates) when its parent object exists, or for the root's fragments can be created — by
+    the rules resolution writes by."""
     if value is not None:
         return True
-    return f.field.created and parent_object(obj, path) is not None
+    if not f.field.created:
+        return False
+    if parent_object(obj, path) is not None:
+        return True
+    return root and f.field.pattern == FRAGMENTED and creatable(obj, path) is not None
 
 
 def _shape_problem(role: Role, v: Any) -> str | None:

@@ -12,7 +12,10 @@ Rules (docs/architecture.md, "Locations, not rewrites"):
 * a template, pod spec or metadata location whose value is null or absent is skipped — a
   PyTorchJob without a Master has no master instance, it does not get one;
 * a path that iterates over an absent list or map has no locations (not an error);
-* fragmented fields are written only where their parent object exists.
+* fragmented fields are written only where their parent object exists — except the root
+  component's: the root is the object itself, always there, so its fragment locations that are
+  plain keys (``.spec.components.podLabels`` of a Milvus) are created with their missing parent
+  objects (a Milvus with no ``spec.components`` gets one).
 """
 
 from __future__ import annotations
@@ -159,7 +162,9 @@ def resolve(karta: Karta, obj: Mapping[str, Any], engine: Engine, *, full: bool 
     batch.run(engine, obj)
 
     warnings: list[str] = []
-    components = tuple(_component(c, obj, batch, full, warnings) for c in karta.components)
+    components = tuple(
+        _component(c, obj, batch, full, warnings, c is karta.root) for c in karta.components
+    )
     category = UNDEFINED
     if full and root_status:
         category = status.category(
@@ -219,7 +224,12 @@ class _Row:
 
 
 def _component(
-    c: Component, obj: Mapping[str, Any], batch: _Batch, full: bool, warnings: list[str]
+    c: Component,
+    obj: Mapping[str, Any],
+    batch: _Batch,
+    full: bool,
+    warnings: list[str],
+    root: bool,
 ) -> ComponentView:
     rows: list[_Row] = []
     if c.pattern == TEMPLATE:
@@ -227,7 +237,7 @@ def _component(
     elif c.pattern == POD_SPEC:
         rows = _pod_spec_rows(c, obj, batch, full, warnings)
     elif c.pattern == FRAGMENTED:
-        rows = _fragment_rows(c, obj, batch, warnings)
+        rows = _fragment_rows(c, obj, batch, warnings, root)
 
     n = len(rows)
     ids = _instance_ids(c, rows, batch, warnings)
@@ -313,12 +323,32 @@ def _metadata_slot(obj: Any, loc: Path_, meta: Any, steps: tuple[str, ...]) -> S
     return Slot((*loc, *steps), len(loc) - 1, parent) if parent is not None else None
 
 
+def creatable(obj: Any, loc: Path_) -> tuple[int, dict[str, Any]] | None:
+    """For a root component's fragment location: how many leading steps of ``loc`` exist as
+    objects and the deepest of them, when the rest can be created (every step a key, nothing in
+    the way that is not an object); None otherwise. Validation counts such a location as found
+    by the same rule."""
+    if not loc or not all(isinstance(t, str) for t in loc):
+        return None
+    cur: Any = obj
+    depth = 0
+    for tok in loc[:-1]:
+        nxt = cur.get(tok)
+        if nxt is None:
+            break
+        if not isinstance(nxt, dict):
+            return None
+        cur, depth = nxt, depth + 1
+    return (depth, cur) if isinstance(cur, dict) else None
+
+
 def _fragment_rows(
-    c: Component, obj: Mapping[str, Any], batch: _Batch, warnings: list[str]
+    c: Component, obj: Mapping[str, Any], batch: _Batch, warnings: list[str], root: bool
 ) -> list[_Row]:
     """Fragmented definitions: each field has its own locations (write fields) or values
     (read-only fields), aligned by position. An instance is present when one of its write
-    fragments has an existing parent object (or, with no write fields, a read value is set)."""
+    fragments has an existing parent object — or, for the root, one that can be created (see
+    :func:`creatable`) — or, with no write fields, a read value is set."""
     where = f"component {c.name!r}: fragmentedPodSpecDefinition"
     found = {
         role: _locs(batch, c.expr(role), f"{where}.{role.value}", warnings)
@@ -344,7 +374,10 @@ def _fragment_rows(
         locs = found[role]
         loc = locs[i][0] if i < len(locs) else ()
         parent = parent_object(obj, loc)
-        return Slot(loc, len(loc) - 1, parent) if parent is not None else None
+        if parent is not None:
+            return Slot(loc, len(loc) - 1, parent)
+        made = creatable(obj, loc) if root else None
+        return Slot(loc, made[0], made[1]) if made is not None else None
 
     def read(role: Role, i: int) -> Any:
         return reads[role][i] if i < len(reads[role]) else None
