@@ -19,7 +19,6 @@ from webhook.jqexpr import Path_
 from webhook.policy import Policy, Rule, render
 from webhook.workload import ComponentView, Instance, Workload
 
-
 #: Why a policy could not be applied in full (the ``reason`` of a mutation failure).
 EVALUATION, UNWRITABLE, INVALID_VALUE = "evaluation", "unwritable", "invalid_value"
 
