@@ -27,6 +27,8 @@ T = TypeVar("T")
 _DEEP_STACK = 256 * 1024 * 1024
 #: Frames of the interpreter's recursion limit beyond one per nesting level (the codec's own).
 _SLACK = 64
+#: Frames the standard codec takes before its one per nesting level.
+_CODEC_FRAMES = 8
 _deep_lock = threading.Lock()
 _deep = threading.local()  # .frames: in a deep thread, the frames per level it allows
 
@@ -73,6 +75,28 @@ def run_deep(fn: Callable[[], T], *, frames_per_level: int = 1) -> T:
     return result[0]
 
 
+def _stack_depth() -> int:
+    frame: Any = sys._getframe()
+    n = 0
+    while frame is not None:
+        n, frame = n + 1, frame.f_back
+    return n
+
+
+def _bounded(fn: Callable[[], T]) -> T:
+    """Run the standard codec with a recursion limit that allows exactly
+    :data:`~webhook.limits.MAX_JSON_DEPTH` levels from here (callers may have raised the limit
+    for their own, deeper recursion); past it, :class:`DepthError`."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(_stack_depth() + _CODEC_FRAMES + MAX_JSON_DEPTH)
+    try:
+        return fn()
+    except RecursionError:
+        raise DepthError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    finally:
+        sys.setrecursionlimit(before)
+
+
 def loads(data: bytes | str) -> Any:
     """Decode JSON text; :class:`ValueError` (``orjson.JSONDecodeError``) for text that is not
     JSON, :class:`DepthError` for nesting past the API server's limit."""
@@ -82,13 +106,7 @@ def loads(data: bytes | str) -> Any:
         if not _is_depth(e):
             raise
 
-    def deep() -> Any:
-        try:
-            return json.loads(data)
-        except RecursionError:
-            raise DepthError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
-
-    return run_deep(deep)
+    return run_deep(lambda: _bounded(lambda: json.loads(data)))
 
 
 def dumps(value: Any) -> bytes:
@@ -99,13 +117,11 @@ def dumps(value: Any) -> bytes:
         if not _is_depth(e):
             raise
 
-    def deep() -> bytes:
-        try:
-            return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
-        except RecursionError:
-            raise DepthError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
-
-    return run_deep(deep)
+    return run_deep(
+        lambda: _bounded(
+            lambda: json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+        )
+    )
 
 
 def pruned(value: Any, depth: int) -> Any:
