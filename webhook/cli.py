@@ -230,10 +230,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not args.no_kube and args.kubeconfig and not Path(args.kubeconfig).is_file():
         _err(f"serve: {args.kubeconfig}: no such file (--kubeconfig)")
         return EXIT_INPUT
+    from webhook.registry import State
+
+    # First what can be wrong with the input (exit 2), before anything is set up for serving.
+    state = State(args.catalog or [], args.policy, watch_cluster=not args.no_kube)
     _prepare_metrics_dir()
 
     from webhook import logs, serving
-    from webhook.registry import State
 
     logs.configure_logging()
     if args.tls_cert:
@@ -241,7 +244,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     else:
         cert, key = serving.dev_certificate(Path(args.certs_dir), args.port)
     worker_start = [] if args.no_kube else [serving.cluster_start(args.kubeconfig, cert)]
-    state = State(args.catalog or [], args.policy, watch_cluster=not args.no_kube)
     try:
         return serving.run(
             state,
