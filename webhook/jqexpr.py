@@ -129,11 +129,12 @@ def pointer(path: Sequence[PathToken]) -> str:
     """RFC 6901 JSON Pointer of a location (``~`` → ``~0``, ``/`` → ``~1``). Same result as
     :func:`jqpath.to_pointer`, with escaped keys memoised: they repeat on every request."""
     parts = []
+    memo = _escaped.data
     for t in path:
         if isinstance(t, int):
             parts.append(str(t))
             continue
-        esc = _escaped.get(t)
+        esc = memo.get(t)
         if esc is None:
             esc = t.replace("~", "~0").replace("/", "~1")
             _escaped.put(t, esc)

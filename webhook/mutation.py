@@ -43,16 +43,19 @@ class _Patch:
         self.obj = obj
         self.ops: list[dict[str, Any]] = []
         self.created: dict[Path_, dict[str, Any]] = {}  # containers created by our ops
-        self.roots: list[tuple[Path_, dict[str, Any]]] = []  # the top one of each op
+        # The top container of each op, by path, and the lengths of those paths: a lookup
+        # costs one probe per length, not one per op (linear planning in the template count).
+        self.roots: dict[Path_, dict[str, Any]] = {}
+        self.root_lengths: set[int] = set()
         self.assigned: dict[tuple[Path_, str], Any] = {}  # keys set on existing containers
         self.changes = 0  # values set so far (a key set inside a created container has no op)
 
     def get(self, path: Path_, base: int = 0, anchor: Any = None) -> Any:
         """The value at ``path`` as our ops leave it; ``anchor``, when given, is the original
         object at ``path[:base]`` and saves walking from the root."""
-        for root, made in self.roots:  # containers created by an op: look inside our value
-            n = len(root)
-            if path[:n] == root:
+        for n in self.root_lengths:  # containers created by an op: look inside our value
+            made = self.roots.get(path[:n]) if n <= len(path) else None
+            if made is not None:
                 cur: Any = made
                 for tok in path[n:]:
                     cur = cur.get(tok) if isinstance(cur, dict) else None
@@ -117,7 +120,8 @@ class _Patch:
         if parent in self.created:  # inside a container an earlier op creates: extend that op
             self.created[parent][str(container[start])] = top
         else:
-            self.roots.append((container[: start + 1], top))
+            self.roots[container[: start + 1]] = top
+            self.root_lengths.add(start + 1)
             self.ops.append(
                 {"op": "add", "path": jqexpr.pointer(container[: start + 1]), "value": top}
             )
