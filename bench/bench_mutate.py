@@ -164,11 +164,12 @@ def table_cases(registry: Any, engine: Engine, seconds: float) -> None:
         "PyTorchJob": _load("kubeflow.org-pytorchjob-v1", "master-workers-running.yaml"),
         "JobSet ~3 MB": jobset(3_000_000, jobs=100),
     }
-    print(f"{'case':<16} {'bytes':>9} {'ops':>5} {'µs/review':>10}")
+    print(f"{'case':<16} {'bytes':>9} {'ops':>5} {'µs/review':>10} {'floor µs':>9} {'x floor':>7}")
     for name, obj in cases.items():
         body = review(obj)
         us, ops = per_review_us(body, registry, engine, seconds)
-        print(f"{name:<16} {len(body):>9} {ops:>5} {us:>10.1f}")
+        floor = floor_us(body, ops, seconds)
+        print(f"{name:<16} {len(body):>9} {ops:>5} {us:>10.1f} {floor:>9.1f} {us / floor:>7.2f}")
 
 
 def table_growth(registry: Any, engine: Engine, seconds: float) -> None:
