@@ -54,7 +54,8 @@ from typing import Any, Final
 from webhook.jqnative_ops import JqError, LimitError, NeedsLibjq, export
 from webhook.jqnative_parse import Parsed, parse
 from webhook.jqnative_paths import run_paths
-from webhook.jqnative_values import Compiled, compile_node
+from webhook.jqnative_stream import Compiled
+from webhook.jqnative_values import compile_node
 
 __all__ = [
     "DEFAULT_BUDGET",

@@ -4,46 +4,176 @@ closures (:func:`compile_call`)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, Final
 
 from webhook import jqnative_ops as ops
+from webhook.jqnative_ast import Call, Node
 from webhook.jqnative_ops import JqError, truthy
-from webhook.jqnative_parse import Call, Node
-from webhook.jqnative_values import Compiled, Env, collect
+from webhook.jqnative_stream import Compiled, Env, collect, iterate_error
 
 __all__ = ["BINARY", "UNARY", "compile_call"]
 
 
+# ------------------------------------------------------------------- value functions
+
+
+def length(v: Any) -> Any:
+    t = type(v)
+    if t is str or t is list or t is dict:
+        return len(v)
+    if v is None:
+        return 0
+    if t is bool:
+        raise JqError(f"{ops.desc(v)} has no length")
+    return ops.num(abs(ops.to_float(v)))
+
+
+def keys(v: Any, *, sort: bool) -> list[Any]:
+    if type(v) is dict:
+        return sorted(v) if sort else list(v)
+    if type(v) is list:
+        return list(range(len(v)))
+    raise JqError(f"{ops.desc(v)} has no keys")
+
+
+def to_entries(v: Any) -> list[Any]:
+    if type(v) is dict:
+        return [{"key": k, "value": e} for k, e in v.items()]
+    if type(v) is list:
+        return [{"key": i, "value": e} for i, e in enumerate(v)]
+    raise JqError(f"{ops.desc(v)} has no keys")
+
+
+_PLAIN_INT = re.compile(r"-?[1-9][0-9]{0,15}\Z|0\Z")
+
+
+def tonumber(v: Any) -> Any:
+    if ops.is_num(v):
+        return v
+    if type(v) is str:
+        if _PLAIN_INT.match(v):
+            return int(v)
+        raise ops.NeedsLibjq("tonumber of a non-integer string")
+    raise JqError(f"{ops.desc(v)} cannot be parsed as a number")
+
+
+def type_name(v: Any) -> str:
+    return ops._KINDS[type(v)]
+
+
+_DOWN: Final = {c: c + 32 for c in range(65, 91)}
+_UP: Final = {c: c - 32 for c in range(97, 123)}
+
+
+def ascii_case(v: Any, *, upper: bool) -> str:
+    if type(v) is not str:
+        raise JqError("explode input must be a string")
+    return v.translate(_UP if upper else _DOWN)
+
+
+def minmax(v: Any, *, is_min: bool) -> int | None:
+    """Index of the element ``min``/``max`` returns (first minimum, last maximum); None for
+    an empty array."""
+    if type(v) is not list:
+        raise JqError(f"{ops.desc(v)} and {ops.desc(v)} cannot be iterated over")
+    if not v:
+        return None
+    best = 0
+    for i in range(1, len(v)):
+        c = ops.cmp(v[i], v[best])
+        if (c < 0) if is_min else (c >= 0):
+            best = i
+    return best
+
+
+def members(v: Any) -> list[Any]:
+    """``.[]`` of an array or object (libjq's message otherwise)."""
+    if type(v) is list:
+        return v
+    if type(v) is dict:
+        return list(v.values())
+    raise iterate_error(v)
+
+
+def startswith(v: Any, s: Any, *, end: bool) -> bool:
+    if type(v) is not str or type(s) is not str:
+        raise JqError(f"{'endswith' if end else 'startswith'}() requires string inputs")
+    return v.endswith(s) if end else v.startswith(s)
+
+
+def trimmed(v: Any, s: Any, *, end: bool) -> str | None:
+    """``ltrimstr``/``rtrimstr``: the trimmed string, or None when it is left as it is."""
+    if not startswith(v, s, end=end):
+        return None
+    text: str = v
+    return text[: len(text) - len(s)] if end else text[len(s) :]
+
+
+def split(v: Any, sep: Any) -> list[str]:
+    if type(v) is not str or type(sep) is not str:
+        raise JqError("split input and separator must be strings")
+    if not v:
+        return []
+    return list(v) if not sep else v.split(sep)
+
+
+def has(v: Any, k: Any) -> bool:
+    tv = type(v)
+    if tv is dict and type(k) is str:
+        return k in v
+    if tv is list and ops.is_num(k):
+        return 0 <= ops.to_float(k) < len(v)
+    if v is None:
+        return False
+    raise JqError(f"Cannot check whether {ops.kind(v)} has a {ops.kind(k)} key")
+
+
+def index_of(v: Any, x: Any) -> Any:
+    """``index(x)`` for an array or null input and a non-array ``x``."""
+    if v is None:
+        return None
+    if type(v) is list and type(x) is not list:
+        for i, e in enumerate(v):
+            if ops.equal(e, x):
+                return i
+        return None
+    raise ops.NeedsLibjq("index of a string, object or sub-array")
+
+
+# ------------------------------------------------------------------- tables
+
+
 def _add(v: Any) -> Any:
     acc = None
-    for e in ops.members(v):
+    for e in members(v):
         acc = ops.plus(acc, e)
     return acc
 
 
 def _pick(v: Any, *, is_min: bool) -> Any:
-    i = ops.minmax(v, is_min=is_min)
+    i = minmax(v, is_min=is_min)
     return None if i is None else v[i]
 
 
 def _trim(v: Any, s: Any, *, end: bool) -> Any:
-    r = ops.trimmed(v, s, end=end)
+    r = trimmed(v, s, end=end)
     return v if r is None else r
 
 
 #: Builtins of the input alone: name -> function of the input.
 UNARY: Final[dict[str, Callable[[Any], Any]]] = {
     "not": lambda v: not truthy(v),
-    "length": ops.length,
-    "keys": lambda v: ops.keys(v, sort=True),
-    "keys_unsorted": lambda v: ops.keys(v, sort=False),
-    "to_entries": ops.to_entries,
+    "length": length,
+    "keys": lambda v: keys(v, sort=True),
+    "keys_unsorted": lambda v: keys(v, sort=False),
+    "to_entries": to_entries,
     "tostring": ops.tostring,
-    "tonumber": ops.tonumber,
-    "type": ops.type_name,
-    "ascii_downcase": lambda v: ops.ascii_case(v, upper=False),
-    "ascii_upcase": lambda v: ops.ascii_case(v, upper=True),
+    "tonumber": tonumber,
+    "type": type_name,
+    "ascii_downcase": lambda v: ascii_case(v, upper=False),
+    "ascii_upcase": lambda v: ascii_case(v, upper=True),
     "min": lambda v: _pick(v, is_min=True),
     "max": lambda v: _pick(v, is_min=False),
     "add": _add,
@@ -53,11 +183,11 @@ UNARY: Final[dict[str, Callable[[Any], Any]]] = {
 BINARY: Final[dict[str, Callable[[Any, Any], Any]]] = {
     "ltrimstr": lambda v, s: _trim(v, s, end=False),
     "rtrimstr": lambda v, s: _trim(v, s, end=True),
-    "startswith": lambda v, s: ops.startswith(v, s, end=False),
-    "endswith": lambda v, s: ops.startswith(v, s, end=True),
-    "split": ops.split,
-    "has": ops.has,
-    "index": ops.index_of,
+    "startswith": lambda v, s: startswith(v, s, end=False),
+    "endswith": lambda v, s: startswith(v, s, end=True),
+    "split": split,
+    "has": has,
+    "index": index_of,
 }
 
 

@@ -25,9 +25,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from webhook import jqnative_ops as ops
-from webhook.jqnative_builtins import BINARY, UNARY
-from webhook.jqnative_ops import JqError, NeedsLibjq, truthy
-from webhook.jqnative_parse import (
+from webhook.jqnative_ast import (
     INDEX,
     ITER,
     KEY,
@@ -50,7 +48,16 @@ from webhook.jqnative_parse import (
     Try,
     Var,
 )
-from webhook.jqnative_values import charge, index_error, key_error, object_key, product
+from webhook.jqnative_builtins import BINARY, UNARY, members, minmax, trimmed
+from webhook.jqnative_ops import JqError, NeedsLibjq, truthy
+from webhook.jqnative_stream import (
+    charge,
+    index_error,
+    iterate_error,
+    key_error,
+    object_key,
+    product,
+)
 from webhook.jqsyntax import _trunc
 
 __all__ = ["ROOT", "UNKNOWN", "run_paths"]
@@ -163,7 +170,7 @@ def _step(kind: int, key: Any, opt: bool, item: Out, env: Env, nxt: list[Out]) -
         elif opt:
             return
         else:
-            raise ops.iterate_error(v)
+            raise iterate_error(v)
         for k, e in pairs:
             ctok = _child_token(v, tok, k)
             nxt.append((e, ctok, (st[0] + (k,), e, ctok) if st is not None else None))
@@ -425,14 +432,14 @@ def _unary(name: str, v: Any, tok: Any, st: Any) -> Out:
                 f"Invalid path expression near attempt to iterate through {_trunc(ops.dump(v))}"
             )
         acc: Out = (None, None, None)
-        ops.members(v)  # libjq's error for anything but an array or object
+        members(v)  # libjq's error for anything but an array or object
         pairs: Any = enumerate(v) if type(v) is list else v.items()
         for k, e in pairs:
             item = (e, _child_token(v, tok, k), None)
             acc = (ops.plus(acc[0], e), _plus_token(acc, item), None)
         return (acc[0], acc[1], st)
     if name in ("min", "max"):
-        i = ops.minmax(v, is_min=name == "min")
+        i = minmax(v, is_min=name == "min")
         if i is None:
             return (None, None, st)
         return (v[i], _child_token(v, tok, i), st)
@@ -445,7 +452,7 @@ def _binary(name: str, v: Any, tok: Any, st: Any, arg: Any) -> Out:
     if name == "index" and st is not None:
         raise NeedsLibjq("index in a path expression")
     if name in ("ltrimstr", "rtrimstr"):
-        r = ops.trimmed(v, arg, end=name == "rtrimstr")
+        r = trimmed(v, arg, end=name == "rtrimstr")
         if r is None:
             return (v, tok, st)
         if st is not None:

@@ -16,12 +16,11 @@ the other slots hold variables.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Final
 
 from webhook import jqnative_ops as ops
-from webhook.jqnative_ops import JqError, LimitError, truthy
-from webhook.jqnative_parse import (
+from webhook.jqnative_ast import (
     ITER,
     KEY,
     Alt,
@@ -43,55 +42,22 @@ from webhook.jqnative_parse import (
     Try,
     Var,
 )
-from webhook.jqsyntax import _trunc
+from webhook.jqnative_builtins import compile_call
+from webhook.jqnative_ops import JqError, truthy
+from webhook.jqnative_stream import (
+    Compiled,
+    Env,
+    One,
+    charge,
+    collect,
+    index_error,
+    iterate_error,
+    key_error,
+    object_key,
+    product,
+)
 
-__all__ = ["Compiled", "compile_node", "index_error", "key_error"]
-
-Env = list[Any]
-Fn = Callable[[Any, Env, list[Any]], None]
-One = Callable[[Any, Env], Any]
-
-
-class Compiled:
-    """A compiled expression: ``fn`` always, ``one`` when it has exactly one output."""
-
-    __slots__ = ("fn", "one")
-
-    def __init__(self, fn: Fn | None = None, one: One | None = None) -> None:
-        if fn is None:
-            assert one is not None
-            o = one
-
-            def fn(x: Any, env: Env, out: list[Any]) -> None:
-                out.append(o(x, env))
-
-        self.fn: Fn = fn
-        self.one: One | None = one
-
-
-def charge(env: Env, n: int) -> None:
-    env[0] -= n
-    if env[0] < 0:
-        raise LimitError("evaluation exceeded its work budget")
-
-
-def collect(c: Compiled, x: Any, env: Env) -> tuple[list[Any], JqError | None]:
-    """The outputs of ``c`` on ``x`` and the error that ended them, if any."""
-    tmp: list[Any] = []
-    try:
-        c.fn(x, env, tmp)
-    except JqError as e:
-        return tmp, e
-    return tmp, None
-
-
-def key_error(v: Any, key: str) -> JqError:
-    return JqError(f"Cannot index {ops.kind(v)} with string ({_trunc(ops.dump(key))})")
-
-
-def index_error(v: Any, key: int) -> JqError:
-    return JqError(f"Cannot index {ops.kind(v)} with number ({key})")
-
+__all__ = ["compile_node"]
 
 def compile_node(n: Node) -> Compiled:
     return _COMPILERS[type(n)](n)
@@ -172,7 +138,7 @@ def _path(n: Path) -> Compiled:
                             charge(env, len(v))
                             nxt.extend(v.values())
                         elif not opt:
-                            raise ops.iterate_error(v)
+                            raise iterate_error(v)
                     elif opt:
                         with contextlib.suppress(JqError):
                             nxt.append(get(v))
@@ -403,40 +369,6 @@ def _collect(n: Collect) -> Compiled:
     return Compiled(one=one)
 
 
-def object_key(k: Any) -> str:
-    if type(k) is not str:
-        raise JqError(f"Cannot use {ops.desc(k)} as object key")
-    return k
-
-
-def product(
-    streams: Sequence[tuple[list[Any], JqError | None]],
-    env: Env,
-    emit: Callable[[list[Any]], None],
-    check: Callable[[int, list[Any]], None] | None = None,
-) -> None:
-    """Every combination of one value per stream, the first stream outermost; a stream's
-    error is raised once its values are exhausted (as libjq's nested backtracking does).
-    ``check(j, chosen)`` runs when stream ``j`` has chosen its value."""
-    chosen: list[Any] = [None] * len(streams)
-
-    def rec(j: int) -> None:
-        if j == len(streams):
-            charge(env, 1)
-            emit(chosen)
-            return
-        vals, err = streams[j]
-        for v in vals:
-            chosen[j] = v
-            if check is not None:
-                check(j, chosen)
-            rec(j + 1)
-        if err is not None:
-            raise err
-
-    rec(0)
-
-
 def _object(n: Object) -> Compiled:
     entries = [(compile_node(k), compile_node(v)) for k, v in n.entries]
     if all(k.one is not None and v.one is not None for k, v in entries):
@@ -516,8 +448,6 @@ def _try(n: Try) -> Compiled:
 
 
 def _call(n: Call) -> Compiled:
-    from webhook.jqnative_builtins import compile_call
-
     return compile_call(n, compile_node)
 
 
