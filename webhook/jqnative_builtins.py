@@ -131,9 +131,9 @@ def has(v: Any, k: Any) -> bool:
 
 
 def index_of(v: Any, x: Any) -> Any:
-    """``index(x)`` for an array or null input and a non-array ``x``."""
-    if v is None:
-        return None
+    """``index(x)`` for an array input and a non-array ``x`` (or null and a key)."""
+    if v is None and (type(x) is str or ops.is_num(x)):
+        return None  # null | .[$x] | .[0]
     if type(v) is list and type(x) is not list:
         for i, e in enumerate(v):
             if ops.equal(e, x):
@@ -262,32 +262,31 @@ def _first_last(f: Compiled, *, first: bool) -> Compiled:
     return Compiled(fn)
 
 
-def any_all(
-    gen: Callable[[Any], tuple[list[Any], JqError | None]],
-    cond: Callable[[Any], tuple[list[Any], JqError | None]],
-    x: Any,
-    *,
-    is_any: bool,
-) -> bool:
-    """``any(gen; cond)`` / ``all(gen; cond)``: stops at the first output of ``gen | cond``
-    that decides (truthy for any, falsy for all); errors before it are raised."""
-    gvals, gerr = gen(x)
-    for g in gvals:
-        cvals, cerr = cond(g)
-        for c in cvals:
-            if truthy(c) == is_any:
-                return is_any
-        if cerr is not None:
-            raise cerr
-    if gerr is not None:
-        raise gerr
-    return not is_any
-
-
 def _any_all(gen: Compiled, cond: Compiled, *, is_any: bool) -> Compiled:
+    gfn, c1 = gen.fn, cond.one
+
     def one(x: Any, env: Env) -> Any:
-        return any_all(
-            lambda v: collect(gen, v, env), lambda v: collect(cond, v, env), x, is_any=is_any
-        )
+        """Stops at the first output of ``gen | cond`` that decides (truthy for any, falsy
+        for all); errors before it are raised."""
+        gvals: list[Any] = []
+        gerr: JqError | None = None
+        try:
+            gfn(x, env, gvals)
+        except JqError as e:
+            gerr = e
+        for g in gvals:
+            if c1 is not None:
+                if truthy(c1(g, env)) == is_any:
+                    return is_any
+                continue
+            cvals, cerr = collect(cond, g, env)
+            for c in cvals:
+                if truthy(c) == is_any:
+                    return is_any
+            if cerr is not None:
+                raise cerr
+        if gerr is not None:
+            raise gerr
+        return not is_any
 
     return Compiled(one=one)

@@ -147,11 +147,7 @@ def dump(v: Any, depth: int = 0) -> str:
     if t is list:
         return "[" + ",".join([dump(e, depth + 1) for e in v]) + "]"
     if t is dict:
-        return (
-            "{"
-            + ",".join([_dump_str(k) + ":" + dump(e, depth + 1) for k, e in v.items()])
-            + "}"
-        )
+        return "{" + ",".join([_dump_str(k) + ":" + dump(e, depth + 1) for k, e in v.items()]) + "}"
     raise TypeError(f"not a JSON value: {t.__name__}")
 
 
@@ -295,6 +291,8 @@ def compare(op: str, a: Any, b: Any) -> bool:
 
 
 def plus(a: Any, b: Any) -> Any:
+    if type(a) is int and type(b) is int and -_EXACT < (r := a + b) < _EXACT:
+        return r  # exact, hence what the double sum is
     if a is None:
         return b
     if b is None:
@@ -316,6 +314,8 @@ def plus(a: Any, b: Any) -> Any:
 
 
 def minus(a: Any, b: Any) -> Any:
+    if type(a) is int and type(b) is int and -_EXACT < (r := a - b) < _EXACT:
+        return r
     if is_num(a) and is_num(b):
         return num(to_float(a) - to_float(b))
     if type(a) is list and type(b) is list:
@@ -334,6 +334,8 @@ def _deep_merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def times(a: Any, b: Any) -> Any:
+    if type(a) is int and type(b) is int and -_EXACT < (r := a * b) < _EXACT:
+        return r if r or (a < 0) == (b < 0) else num(float(a) * b)  # 0 * -1 is -0
     if is_num(a) and is_num(b):
         return num(to_float(a) * to_float(b))
     ta, tb = type(a), type(b)

@@ -93,6 +93,19 @@ def parse(expr: str, *, max_depth: int = 64) -> Parsed | None:
     return Parsed(node, p.slots[0])
 
 
+def _constant(n: Node) -> bool:
+    """What libjq's parser folds into a constant (literals and operators on them)."""
+    if isinstance(n, Literal):
+        return True
+    if isinstance(n, Collect):
+        return n.body is None or _constant(n.body)
+    if isinstance(n, Comma):
+        return all(_constant(i) for i in n.items)
+    if isinstance(n, Object):
+        return all(_constant(k) and _constant(v) for k, v in n.entries)
+    return isinstance(n, Binop) and _constant(n.a) and _constant(n.b)
+
+
 class _Parser:
     def __init__(
         self, toks: Sequence[Token], max_depth: int, scope: list[tuple[str, int]], slots: list[int]
@@ -388,6 +401,8 @@ class _Parser:
                 self.i += 1
                 key = self.parse_pipe()
                 self.expect(OP, ")")
+                if _constant(key) and not (isinstance(key, Literal) and type(key.value) is str):
+                    raise _Refuse  # libjq folds it and rejects a non-string key at compile time
             else:
                 raise _Refuse
             if self.at(OP, ":"):

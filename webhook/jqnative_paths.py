@@ -100,7 +100,7 @@ def _identical(v: Any, tok: Any, st: Any) -> bool:
 
 
 def _child_token(parent: Any, ptok: Any, key: Any) -> Any:
-    if type(key) is int and key < 0:
+    if type(key) is int and key < 0 and type(parent) is list:
         key += len(parent)
     if type(ptok) is Built:
         elems = ptok.elems
@@ -112,9 +112,7 @@ def _child_token(parent: Any, ptok: Any, key: Any) -> Any:
     return (id(parent), key)
 
 
-def _collect(
-    node: Node, v: Any, tok: Any, st: Any, env: Env
-) -> tuple[list[Out], JqError | None]:
+def _collect(node: Node, v: Any, tok: Any, st: Any, env: Env) -> tuple[list[Out], JqError | None]:
     tmp: list[Out] = []
     try:
         _EVAL[type(node)](node, v, tok, st, env, tmp)

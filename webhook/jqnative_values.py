@@ -59,6 +59,7 @@ from webhook.jqnative_stream import (
 
 __all__ = ["compile_node"]
 
+
 def compile_node(n: Node) -> Compiled:
     return _COMPILERS[type(n)](n)
 
@@ -428,9 +429,7 @@ def _format(n: Format) -> Compiled:
 
         def emit(chosen: list[Any]) -> None:
             it = iter(reversed(chosen))
-            out.append(
-                "".join(p if isinstance(p, str) else ops.tostring(next(it)) for p in parts)
-            )
+            out.append("".join(p if isinstance(p, str) else ops.tostring(next(it)) for p in parts))
 
         product(streams, env, emit)
 
