@@ -139,6 +139,63 @@ def test_upstream_expression_on_every_sample(expr: str) -> None:
             assert assert_same(expr, obj, mode), f"needed libjq: {expr!r} ({mode})"
 
 
+#: libjq 1.8 behaviour the evaluator mirrors, pinned (a libjq upgrade that changes one fails
+#: here first): (expression, input, mode, libjq's result or error).
+FACTS = [
+    ("(5 | .a) // 7", None, "values", ("error", 'Cannot index number with string ("a")')),
+    ("[.a // .b]", {"b": 1}, "values", ("ok", [[1]])),
+    ("1 + .a as $x | $x * $x", {"a": 3}, "values", ("ok", [16])),  # source: 1 + .a
+    ("[1, .a as $x | $x, 5]", {"a": 3}, "values", ("ok", [[1, 3, 5]])),
+    ("[(1,2) + (10,20)]", None, "values", ("ok", [[11, 12, 21, 22]])),
+    ('{(1, "a"): error("v")}', None, "values", ("error", "v")),
+    ('[(1, error("x"), 2)?]', None, "values", ("ok", [[1]])),
+    ("last", [1, 2], "paths", ("ok", [(-1,)])),
+    (
+        ".a and .b",
+        {"a": True, "b": 1},
+        "paths",
+        ("error", 'Invalid path expression near attempt to access element "b" of {"a":true,"b":1}'),
+    ),
+    (".a | any", {"a": [True]}, "paths", ("ok", [("a", 0)])),
+    ("last(.a[])", {"a": [1, 2]}, "paths", ("error", "Invalid path expression with result 2")),
+    ("first(.a[])", {"a": [1, 2]}, "paths", ("ok", [("a", 0)])),
+    (".a | . + null", {"a": 3}, "paths", ("ok", [("a",)])),
+    (".a | tostring", {"a": "s"}, "paths", ("ok", [("a",)])),
+    (
+        ".a | ascii_downcase",
+        {"a": "s"},
+        "paths",
+        ("error", "Invalid path expression near attempt to iterate through [115]"),
+    ),
+    (
+        "[.a, .b] | min",
+        {"a": 2, "b": 1},
+        "paths",
+        ("error", "Invalid path expression with result 1"),
+    ),
+    ('ltrimstr("a")', 1, "values", ("error", "startswith() requires string inputs")),
+    (
+        "[.[] * 1 | tostring]",
+        [1e-5, 1e16, 1.5e16, -0.0],
+        "values",
+        ("ok", [["1e-05", "1e+16", "15000000000000000", "-0"]]),
+    ),
+    ("[.[] | tostring]", [1e-5, 1e16, 1.0], "values", ("ok", [["0.00001", "1E+16", "1.0"]])),
+    (".", [1.0, 2**60 + 1], "values", ("ok", [[1, 2**60]])),
+]
+
+
+@pytest.mark.parametrize(("expr", "obj", "mode", "want"), FACTS)
+def test_libjq_facts(expr: str, obj: Any, mode: str, want: tuple[str, Any]) -> None:
+    assert strict(libjq(expr, obj, mode)) == strict(want)
+    prog = jqnative.compile(expr)
+    if expr.startswith("{(1") or "error" in expr:  # error/1 is not in the subset
+        assert prog is None
+        return
+    assert prog is not None
+    assert strict(native(prog, obj, mode)) == strict(want)
+
+
 # ------------------------------------------------------------------ (b) generated
 
 
@@ -291,7 +348,7 @@ def _check_generated(expr: str, obj: Any) -> None:
 
 
 @settings(
-    max_examples=700,
+    max_examples=1200,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
@@ -464,6 +521,16 @@ def test_output_cap_and_work_budget() -> None:
         try_all.values([[list(range(50))] * 50] * 50, budget=1_000)
 
 
+def _deep(n: int) -> Any:
+    v: Any = {"x": 1.5}
+    for _ in range(n):
+        v = {"a": v}
+    return v
+
+
+DEEP = _deep(700)
+
+
 @pytest.mark.parametrize(
     ("expr", "obj"),
     [
@@ -474,6 +541,10 @@ def test_output_cap_and_work_budget() -> None:
         ('"a,b" / ","', None),
         (".a * .a", {"a": 1e200}),
         ('"abc" | index("b")', None),
+        (".a | tostring", {"a": DEEP}),
+        (". * .", DEEP),
+        ("[.a] == [.a | .]", {"a": DEEP}),
+        (".a", {"a": DEEP}),  # values are exported (numbers normalised) recursively
         ('.a | ltrimstr("x")', {"a": "xy"}),  # paths mode only, below
     ],
 )

@@ -19,9 +19,9 @@ Both raise :class:`JqError` (a :class:`webhook.jqsyntax.WalkError`: ``iterates_n
 :class:`NeedsLibjq` where only libjq can give the exact answer; re-run that one expression
 there. NeedsLibjq cases: integers beyond 2**53 in arithmetic or comparisons, non-finite
 numbers, ``tonumber`` of anything but a plain integer string, ``string * number``,
-``string / string``, ``index`` of strings/objects/sub-arrays, values nested more than 200
-deep; in paths mode ``any``/``all``/``index``, a trimming ``ltrimstr``/``rtrimstr``, and an
-identity check on an element of a constructed array or object.
+``string / string``, ``index`` of strings/objects/sub-arrays (or null with a non-key), values
+nested more than 200 deep; in paths mode ``index``, a trimming ``ltrimstr``/``rtrimstr``, and
+an identity check on an element of a built value whose origin is unknown (e.g. of ``keys``).
 
 The subset (grammar in :mod:`webhook.jqnative_parse`): paths (``.a``, ``."a"``, ``.["a"]``,
 ``[N]``, ``[-N]``, ``[]``, each optionally ``?``), ``|``, ``,``, ``//``, ``and``/``or``,
@@ -32,19 +32,36 @@ values first last first(f) last(f) select map any all (0-2 args) ltrimstr rtrims
 startswith endswith split/1 has index``. Evaluation is bounded: no construct loops, the AST
 depth is capped at parse time, and iterations/products draw on a work budget.
 
-Survey (catalog/*.yaml: 248 distinct expressions, 164 plain paths; /work/upstream-karta, the
-upstream definitions: 334 distinct, 242 plain). Non-plain forms, by number of distinct
-expressions using them (catalog / upstream)::
+Survey (``python hack/jq_survey.py DIR``; counts are of distinct non-plain expressions using
+a form). Bundled catalog: 248 expressions, 164 plain paths, 84 others; upstream definitions
+(/work/upstream-karta): 334 expressions, 242 plain, 92 others::
 
-    //  66/66   and  36/27   comparisons 44/40   as $x  10/4   select  9/9   if  26/0
-    arithmetic (* -) 27/10   [...]  16/5    length 6/2   .[]? 1/2   to_entries 1/4
-    min/max 7/0   add 4/1   any 1/4 all 0/4   map 0/1   tostring/tonumber 3/0
-    ltrimstr 1/0   string interpolation 1/2   {...} 1/1   empty 14/0   not 0/2  type 0/1
-    index 0/10   split 0/1   ascii_downcase 0/1   keys 0/0
+    form                      catalog upstream    form                 catalog upstream
+    .key steps                     83      77     select                    10      15
+    literals                       81      59     as $x | (bind)             8      14
+    // alternatives                77      54     , (comma)                  7       0
+    comparisons                    54      31     min / max                5/3     0/0
+    | (pipe)                       52      31     add                        4       1
+    and / or                     28/3    20/3     {...}                      4       2
+    if/elif/else/end               24       0     tostring / tonumber      3/3     0/0
+    [] iteration / []?           24/1   30/13     any / all                1/0     4/4
+    [...] collect (map too)        20      17     ltrimstr                   1       0
+    empty                          16       0     string interpolation       1       2
+    arithmetic (+ - * / %)         14       8     to_entries                 1       3
+    length                         11       2     not / index          0/0    13/12
+    [N] index                       0       4     split, type, map, ascii_downcase: 0/1
 
-plus the status code's wrapping of every ``byExpression`` as ``(EXPR\\n) | tostring``. All of
-them are in the subset except six upstream expressions that are not valid jq (``spec.x``
-without the leading dot: libjq reports the compile error).
+plus the status code's wrapping of each ``byExpression`` as ``(EXPR\n) | tostring``. Every
+catalog expression is in the subset; of the upstream ones only 14 are not, and those are not
+jq at all (``spec.templates[].metadata``, a path without its leading dot: a libjq compile
+error). In the differential test no catalog or upstream expression needs libjq on any sample.
+
+libjq 1.8 facts worth knowing (all checked by the tests): errors on the left of ``//`` are
+*not* suppressed (``(5 | .a) // 7`` fails), ``as`` takes everything up to ``,`` as its source
+(``1 + .a as $x | $x`` binds ``1 + .a``), the right operand of a binary operator is evaluated
+first and is the outer loop (``[(1,2) + (10,20)]`` is ``[11,12,21,22]``), ``path(last)`` is
+``[-1]``, ``path(.a and .b)`` fails, ``path(any)`` tracks the deciding element, ``ltrimstr``
+of a non-string is an error, and constant object keys that are not strings are compile errors.
 """
 
 from __future__ import annotations

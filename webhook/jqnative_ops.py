@@ -192,21 +192,35 @@ def export(v: Any, depth: int = 0) -> Any:
         if not math.isfinite(v):
             raise NeedsLibjq("non-finite number")
         return int(v) if v.is_integer() else float(v)
+    if t is not list and t is not dict:
+        raise TypeError(f"not a JSON value: {t.__name__}")
+    if _exported(v, depth):
+        return v
+    if t is list:
+        return [export(e, depth + 1) for e in v]
+    return {k: export(e, depth + 1) for k, e in v.items()}
+
+
+def _exported(v: Any, depth: int) -> bool:
+    """Whether a container already is as the binding returns it (a scan, scalars inline)."""
     if depth > MAX_VALUE_DEPTH:
         raise NeedsLibjq("value nested too deeply")
-    if t is list:
-        for i, e in enumerate(v):
-            x = export(e, depth + 1)
-            if x is not e or type(x) is not type(e):
-                return v[:i] + [x] + [export(r, depth + 1) for r in v[i + 1 :]]
-        return v
-    if t is dict:
-        for e in v.values():
-            x = export(e, depth + 1)
-            if x is not e or type(x) is not type(e):
-                return {kk: export(ee, depth + 1) for kk, ee in v.items()}
-        return v
-    raise TypeError(f"not a JSON value: {t.__name__}")
+    for e in v.values() if type(v) is dict else v:
+        t = type(e)
+        if t is str or e is None or t is bool:
+            continue
+        if t is int:
+            if -_EXACT <= e <= _EXACT:
+                continue
+            return False
+        if t is float:
+            if math.isfinite(e) and not e.is_integer():
+                continue
+            return False
+        if (t is dict or t is list) and _exported(e, depth + 1):
+            continue
+        return False
+    return True
 
 
 # ------------------------------------------------------------------------------ ordering
@@ -323,13 +337,15 @@ def minus(a: Any, b: Any) -> Any:
     raise JqError(f"{desc(a)} and {desc(b)} cannot be subtracted")
 
 
-def _deep_merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+def _deep_merge(a: dict[str, Any], b: dict[str, Any], depth: int = 0) -> dict[str, Any]:
     if not b:
         return a
+    if depth > MAX_VALUE_DEPTH:
+        raise NeedsLibjq("value nested too deeply")
     out = dict(a)
     for k, v in b.items():
         old = out.get(k)
-        out[k] = _deep_merge(old, v) if type(old) is dict and type(v) is dict else v
+        out[k] = _deep_merge(old, v, depth + 1) if type(old) is dict and type(v) is dict else v
     return out
 
 
