@@ -68,6 +68,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from webhook import jqsyntax
 from webhook.jqnative_ops import JqError, LimitError, NeedsLibjq, export
 from webhook.jqnative_parse import Parsed, parse
 from webhook.jqnative_paths import run_paths
@@ -92,17 +93,22 @@ DEFAULT_BUDGET: Final = 200_000
 DEFAULT_MAX_OUTPUTS: Final = 1000
 
 PathToken = str | int
+_WALK_STEPS: Final = 64
 
 
 class Program:
     """A compiled expression; thread-safe (evaluation state lives in each call)."""
 
-    __slots__ = ("_compiled", "_parsed", "expr")
+    __slots__ = ("_compiled", "_parsed", "_plain", "expr")
 
     def __init__(self, expr: str, parsed: Parsed) -> None:
         self.expr = expr
         self._parsed = parsed
         self._compiled: Compiled = compile_node(parsed.node)
+        #: Plain paths take jqsyntax's walk in paths mode (same results, about twice as fast);
+        #: it recurses once per step, so only short ones.
+        plain = jqsyntax.parse_plain(expr)
+        self._plain = plain if plain is not None and len(plain) <= _WALK_STEPS else None
 
     def _env(self, budget: int) -> list[Any]:
         env: list[Any] = [None] * (self._parsed.nslots)
@@ -135,6 +141,13 @@ class Program:
     ) -> list[tuple[tuple[PathToken, ...], Any]]:
         """``path(EXPR)`` on ``obj``: each location and the value there (the object inside
         ``obj``, not a copy; None where nothing is)."""
+        if self._plain is not None:
+            try:
+                walked = jqsyntax.walk(self._plain, obj)
+            except jqsyntax.WalkError as e:
+                raise JqError(str(e)) from None
+            _check(len(walked), max_outputs)
+            return walked
         pairs, err = run_paths(self._parsed.node, obj, self._env(budget))
         _check(len(pairs), max_outputs)
         if err is not None:
