@@ -230,3 +230,16 @@ def nesting(toks: Sequence[Token]) -> int:
             deepest = max(deepest, depth + 1 + nesting(inner))
         deepest = max(deepest, depth)
     return deepest
+
+
+def constant(n: Node) -> bool:
+    """What libjq's parser folds into a constant (literals and operators on them)."""
+    if isinstance(n, Literal):
+        return True
+    if isinstance(n, Collect):
+        return n.body is None or constant(n.body)
+    if isinstance(n, Comma):
+        return all(constant(i) for i in n.items)
+    if isinstance(n, Object):
+        return all(constant(k) and constant(v) for k, v in n.entries)
+    return isinstance(n, Binop) and constant(n.a) and constant(n.b)

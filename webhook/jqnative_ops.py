@@ -23,7 +23,10 @@ import re
 from decimal import Decimal
 from typing import Any, Final
 
-from webhook.jqsyntax import WalkError, _escape, _trunc
+# jqsyntax's message helpers (libjq's dump escaping and 29-byte cut), the only private names
+# of another module used by the native evaluator.
+from webhook.jqsyntax import WalkError, _escape
+from webhook.jqsyntax import _trunc as trunc
 
 __all__ = [
     "Double",
@@ -37,6 +40,7 @@ __all__ = [
     "export",
     "is_num",
     "kind",
+    "trunc",
     "truthy",
 ]
 
@@ -153,7 +157,7 @@ def dump(v: Any, depth: int = 0) -> str:
 
 def desc(v: Any) -> str:
     """``kind (dump)`` as libjq's type errors describe a value (dump cut to 29 bytes)."""
-    return f"{kind(v)} ({_trunc(dump(v))})"
+    return f"{kind(v)} ({trunc(dump(v))})"
 
 
 def tostring(v: Any) -> str:

@@ -59,6 +59,7 @@ from webhook.jqnative_ast import (
     Try,
     Var,
     children,
+    constant,
     nesting,
 )
 from webhook.jqsyntax import FIELD, IDENT, KEYWORD, NUMBER, OP, STRING, VAR, Token, TokenizeError
@@ -68,6 +69,9 @@ __all__ = ["Parsed", "parse"]
 _COMPARISONS: Final = frozenset({"==", "!=", "<", "<=", ">", ">="})
 _DECIMAL = re.compile(r"[0-9]+\.[0-9]+\Z")
 _MAX_INT: Final = 2**53
+_ESCAPES: Final = {
+    '"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
+}  # fmt: skip
 
 
 class _Refuse(Exception):
@@ -91,19 +95,6 @@ def parse(expr: str, *, max_depth: int = 64) -> Parsed | None:
     except (_Refuse, RecursionError):
         return None
     return Parsed(node, p.slots[0])
-
-
-def _constant(n: Node) -> bool:
-    """What libjq's parser folds into a constant (literals and operators on them)."""
-    if isinstance(n, Literal):
-        return True
-    if isinstance(n, Collect):
-        return n.body is None or _constant(n.body)
-    if isinstance(n, Comma):
-        return all(_constant(i) for i in n.items)
-    if isinstance(n, Object):
-        return all(_constant(k) and _constant(v) for k, v in n.entries)
-    return isinstance(n, Binop) and _constant(n.a) and _constant(n.b)
 
 
 class _Parser:
@@ -401,7 +392,7 @@ class _Parser:
                 self.i += 1
                 key = self.parse_pipe()
                 self.expect(OP, ")")
-                if _constant(key) and not (isinstance(key, Literal) and type(key.value) is str):
+                if constant(key) and not (isinstance(key, Literal) and type(key.value) is str):
                     raise _Refuse  # libjq folds it and rejects a non-string key at compile time
             else:
                 raise _Refuse
@@ -458,11 +449,13 @@ class _Parser:
             if t.value is None:
                 raise _Refuse  # an escape jq rejects or rewrites (lone surrogate)
             return Literal(t.value)
-        return self.mk(Format(tuple(self.string_parts(t.text))))
+        return self.mk(Format(tuple(self.string_parts(t))))
 
-    def string_parts(self, text: str) -> list[str | Node]:
-        parts: list[str | Node] = []
-        chunk: list[str] = []
+    def string_parts(self, t: Token) -> list[str | Node]:
+        """Text chunks and interpolations of a string token, in order. An interpolation's
+        tokens come from the tokenizer; its end is found from its last token's position."""
+        text, parts, chunk = t.text, list[str | Node](), list[str]()
+        interpolations = iter(t.interpolations)
         i = 1  # after the opening quote
         while text[i] != '"':
             c = text[i]
@@ -472,7 +465,15 @@ class _Parser:
                 continue
             e = text[i + 1]
             if e == "(":
-                inner, i = jqsyntax._lex(text, i + 2, in_interpolation=True)
+                inner = next(interpolations)
+                if not inner:
+                    raise _Refuse
+                j = inner[-1].pos + len(inner[-1].text) - t.pos
+                while text[j] in " \t\r\n":
+                    j += 1
+                if text[j] != ")":
+                    raise _Refuse  # a comment before the ")": not worth handling
+                i = j + 1
                 sub = _Parser(inner, self.max_depth, self.scope, self.slots)
                 node = sub.parse_pipe()
                 if sub.i != len(inner):
@@ -481,8 +482,8 @@ class _Parser:
                     parts.append("".join(chunk))
                     chunk = []
                 parts.append(node)
-            elif e in jqsyntax._SIMPLE_ESCAPES:
-                chunk.append(jqsyntax._SIMPLE_ESCAPES[e])
+            elif e in _ESCAPES:
+                chunk.append(_ESCAPES[e])
                 i += 2
             elif e == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2 : i + 6]):
                 cp = int(text[i + 2 : i + 6], 16)

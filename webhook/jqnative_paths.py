@@ -58,7 +58,6 @@ from webhook.jqnative_stream import (
     object_key,
     product,
 )
-from webhook.jqsyntax import _trunc
 
 __all__ = ["ROOT", "UNKNOWN", "run_paths"]
 
@@ -85,7 +84,7 @@ def run_paths(node: Node, obj: Any, env: Env) -> tuple[list[tuple[Any, Any]], Jq
     res: list[tuple[Any, Any]] = []
     for v, tok, st in outs:
         if not _identical(v, tok, st):
-            raise JqError(f"Invalid path expression with result {_trunc(ops.dump(v))}")
+            raise JqError(f"Invalid path expression with result {ops.trunc(ops.dump(v))}")
         res.append((st[0], st[1]))
     return res, err
 
@@ -151,11 +150,11 @@ def _step(kind: int, key: Any, opt: bool, item: Out, env: Env, nxt: list[Out]) -
     if st is not None and not _identical(v, tok, st):
         if kind == ITER:
             raise JqError(
-                f"Invalid path expression near attempt to iterate through {_trunc(ops.dump(v))}"
+                f"Invalid path expression near attempt to iterate through {ops.trunc(ops.dump(v))}"
             )
         raise JqError(
             "Invalid path expression near attempt to access element "
-            f"{_trunc(ops.dump(key))} of {_trunc(ops.dump(v))}"
+            f"{ops.trunc(ops.dump(key))} of {ops.trunc(ops.dump(v))}"
         )
     t = type(v)
     if kind == ITER:
@@ -423,11 +422,11 @@ def _unary(name: str, v: Any, tok: Any, st: Any) -> Out:
         if type(v) is not str:
             raise JqError("explode input must be a string")
         codes = ops.dump([ord(c) for c in v])  # libjq maps over explode's fresh array
-        raise JqError(f"Invalid path expression near attempt to iterate through {_trunc(codes)}")
+        raise JqError(f"Invalid path expression near attempt to iterate through {ops.trunc(codes)}")
     if name == "add":
         if st is not None and not _identical(v, tok, st):
             raise JqError(
-                f"Invalid path expression near attempt to iterate through {_trunc(ops.dump(v))}"
+                f"Invalid path expression near attempt to iterate through {ops.trunc(ops.dump(v))}"
             )
         acc: Out = (None, None, None)
         members(v)  # libjq's error for anything but an array or object

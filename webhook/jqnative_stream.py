@@ -9,7 +9,6 @@ from typing import Any
 
 from webhook import jqnative_ops as ops
 from webhook.jqnative_ops import JqError, LimitError
-from webhook.jqsyntax import _trunc
 
 __all__ = [
     "Compiled", "Env", "charge", "collect", "index_error", "iterate_error", "key_error",
@@ -55,7 +54,7 @@ def collect(c: Compiled, x: Any, env: Env) -> tuple[list[Any], JqError | None]:
 
 
 def key_error(v: Any, key: str) -> JqError:
-    return JqError(f"Cannot index {ops.kind(v)} with string ({_trunc(ops.dump(key))})")
+    return JqError(f"Cannot index {ops.kind(v)} with string ({ops.trunc(ops.dump(key))})")
 
 
 def index_error(v: Any, key: int) -> JqError:
