@@ -26,9 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from webhook import jqnative  # noqa: E402
-from webhook.definitions import catalog_dir, jq_fields, load_files, read_documents  # noqa: E402
-from webhook.jqsyntax import parse_plain  # noqa: E402
-from webhook.workload import WRITE_FRAGMENTS  # noqa: E402
+from webhook.definitions import catalog_dir, jq_fields, load_files  # noqa: E402
+from webhook.documents import read_documents  # noqa: E402
+from webhook.fields import WRITE_FRAGMENTS  # noqa: E402
+from webhook.jqpath import parse_plain  # noqa: E402
 
 PATH_ROLES = {"podTemplateSpecPath", "podSpecPath", "metadataPath", *WRITE_FRAGMENTS}
 

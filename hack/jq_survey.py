@@ -16,9 +16,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from webhook import jqnative_ast as ast  # noqa: E402
-from webhook.definitions import catalog_dir, jq_fields, parse, read_documents  # noqa: E402
+from webhook.definitions import catalog_dir, jq_fields, parse  # noqa: E402
+from webhook.documents import read_documents  # noqa: E402
 from webhook.jqnative_parse import parse as parse_jq  # noqa: E402
-from webhook.jqsyntax import IDENT, parse_plain, tokenize  # noqa: E402
+from webhook.jqpath import parse_plain  # noqa: E402
+from webhook.jqsyntax import IDENT, tokenize  # noqa: E402
 
 
 def expressions(files: list[Path]) -> set[str]:

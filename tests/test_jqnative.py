@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from jqdiff import assert_same, libjq, native, strict
 
 from webhook import jqnative
-from webhook.definitions import catalog_dir, jq_fields, load_files, parse, read_documents
+from webhook.definitions import catalog_dir, jq_fields, load_files, parse
+from webhook.documents import read_documents
 
 SAMPLES = [
     obj for f in sorted((catalog_dir() / "samples").rglob("*.yaml")) for _, obj in read_documents(f)
@@ -127,6 +128,11 @@ FACTS = [
     ),
     ("[.[] | tostring]", [1e-5, 1e16, 1.0], "values", ("ok", [["0.00001", "1E+16", "1.0"]])),
     (".", [1.0, 2**60 + 1], "values", ("ok", [[1, 2**60]])),
+    ("[.[] | floor]", [3.7, 2, 0.5], "values", ("ok", [[3, 2, 0]])),
+    ('"a" | floor', None, "values", ("error", 'string ("a") number required')),
+    (".a | floor", {"a": 1.5}, "paths", ("error", "Invalid path expression with result 1")),
+    ('[.[] | IN("", "Pending")]', ["", "x", "Pending"], "values", ("ok", [[True, False, True]])),
+    ("IN(.a[])", {"a": [1]}, "values", ("ok", [False])),
 ]
 
 

@@ -1,13 +1,17 @@
 """The jq engine: evaluates a definition's expressions on an object, natively or in the sandbox.
 
 Definitions are untrusted and libjq cannot be bounded from the calling thread, so expressions
-are split two ways:
+are split three ways:
 
 * **Plain paths** (``.a.b``, ``.a[]``, ``.a[0]``, ``.["k"]`` and pipes of them — nearly every
-  path a definition writes through) are walked natively in Python by :mod:`webhook.jqpath`.
-  That is bounded by the object's size, costs microseconds, and gives exactly libjq's answers.
-* **Everything else** runs in libjq inside the :class:`~webhook.sandbox.Sandbox` an
-  :class:`Engine` owns, all of one object's non-plain expressions in one round trip.
+  path a definition writes through) are walked by :mod:`webhook.jqpath`: microseconds,
+  bounded by the object's size, exactly libjq's answers.
+* **The subset real definitions use** beyond that (``//``, ``select``, ``to_entries``,
+  comparisons, arithmetic, ``if``, … see :mod:`webhook.jqnative`) is evaluated natively too,
+  identical to libjq and bounded by a work budget — every bundled catalog expression.
+* **Everything else** (and what the native evaluator hands back: numbers past 2**53, a spent
+  work budget) runs in libjq inside the :class:`~webhook.sandbox.Sandbox` an :class:`Engine`
+  owns, all of one object's remaining expressions in one round trip.
 
 Results are :class:`Outcome` values; iterating over an absent (null) list or map — a RayCluster
 without ``workerGroupSpecs`` meeting ``.spec.workerGroupSpecs[].template`` — is reported as
@@ -20,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from webhook import jqpath
+from webhook import jqnative, jqpath
+from webhook.jqnative import JqError, LimitError, NeedsLibjq, Program
 from webhook.jqpath import PathToken, Step
 from webhook.limits import (
     COMPILE_TIMEOUT,
@@ -100,12 +105,30 @@ _plain_cache: Memo[tuple[tuple[Step, ...] | None]] = Memo(
 )
 
 
+#: Plain paths longer than this go to the native evaluator (the walk recurses once per step).
+_PLAIN_STEPS = 64
+
+
 def plain(expr: str) -> tuple[Step, ...] | None:
     """The parsed steps of a plain path expression, or None (memoised: definitions repeat)."""
     box = _plain_cache.get(expr)
     if box is None:
-        box = (jqpath.parse_plain(expr),)
+        steps = jqpath.parse_plain(expr)
+        box = (steps if steps is not None and len(steps) <= _PLAIN_STEPS else None,)
         _plain_cache.put(expr, box)
+    return box[0]
+
+
+_native_cache: Memo[tuple[Program | None]] = Memo(PLAIN_CACHE_BYTES, MAX_EXPRESSION_BYTES)
+
+
+def native(expr: str) -> Program | None:
+    """The native program of an expression outside the plain paths, or None when only libjq
+    can evaluate it (memoised)."""
+    box = _native_cache.get(expr)
+    if box is None:
+        box = (jqnative.compile(expr),)
+        _native_cache.put(expr, box)
     return box[0]
 
 
@@ -154,6 +177,38 @@ def _native(steps: tuple[Step, ...], mode: Mode, obj: Any) -> Outcome:
     return Outcome(list(pairs))  # walk's paths are tuples already
 
 
+def _positive(obj: Any, path: tuple[PathToken, ...]) -> tuple[PathToken, ...]:
+    """``path`` with negative list indices (libjq's ``path(last)`` is ``[-1]``) counted from the
+    end as JSON Pointer needs them."""
+    if not any(isinstance(t, int) and t < 0 for t in path):
+        return path
+    out: list[PathToken] = []
+    cur = obj
+    for t in path:
+        if isinstance(t, int) and t < 0 and isinstance(cur, list):
+            t += len(cur)
+        out.append(t)
+        cur = getpath(cur, (t,))
+    return tuple(out)
+
+
+def _run_native(prog: Program, mode: Mode, obj: Any) -> Outcome | None:
+    """The outcome of a native program, or None when libjq must answer instead."""
+    try:
+        if mode == "values":
+            return Outcome(prog.values(obj, max_outputs=MAX_RESULTS))
+        pairs = prog.paths(obj, max_outputs=MAX_RESULTS)
+    except NeedsLibjq:
+        return None
+    except LimitError as e:
+        # A spent work budget is the evaluator's limit, not the expression's fault: libjq
+        # (bounded by its deadline) decides. Too many results is the expression's.
+        return None if "budget" in str(e) else Outcome([], str(e))
+    except JqError as e:
+        return Outcome([], None if e.iterates_null else str(e), e.iterates_null)
+    return Outcome([(_positive(obj, p), v) for p, v in pairs])
+
+
 def _from_remote(res: Reply, mode: Mode, obj: Any) -> Outcome:
     err = res.get("error")
     items = res.get("out") or []
@@ -161,7 +216,8 @@ def _from_remote(res: Reply, mode: Mode, obj: Any) -> Outcome:
         absent = isinstance(err, str) and err.startswith(ITERATE_NULL)
         return Outcome([], None if absent else str(err), absent)
     if mode == "paths":
-        return Outcome([(tuple(p), getpath(obj, p)) for p in items])
+        located = [_positive(obj, tuple(p)) for p in items]
+        return Outcome([(p, getpath(obj, p)) for p in located])
     return Outcome(list(items))
 
 
@@ -181,18 +237,27 @@ class Engine:
     ) -> list[Outcome]:
         """Evaluate every ``(expression, mode)`` of ``batch`` against ``obj``.
 
-        Plain paths are walked natively; the rest go to the sandbox in a single round trip with
-        a wall-clock bound for all of them together. Never raises on bad expressions or
-        objects: every failure is an :class:`Outcome` with ``error`` set.
+        Plain paths are walked, the native subset evaluated in process; the rest go to the
+        sandbox in a single round trip with a wall-clock bound for all of them together. Never
+        raises on bad expressions or objects: every failure is an :class:`Outcome` with
+        ``error`` set.
         """
         out: list[Outcome | None] = [None] * len(batch)
         remote: list[int] = []
         for i, (expr, mode) in enumerate(batch):
+            if mode == "compile":
+                remote.append(i)
+                continue
             steps = plain(expr)
-            if steps is None or mode == "compile":
+            if steps is not None:
+                out[i] = _native(steps, mode, obj)
+                continue
+            prog = native(expr)
+            done = _run_native(prog, mode, obj) if prog is not None else None
+            if done is None:
                 remote.append(i)
             else:
-                out[i] = _native(steps, mode, obj)
+                out[i] = done
         if remote:
             budget = self.timeout if timeout is None else timeout
             results = self.sandbox.run([batch[i] for i in remote], obj, budget)

@@ -13,7 +13,7 @@ API::
     prog.values(obj)                # [value, ...]        like  [EXPR]
     prog.paths(obj)                 # [(path, value), ...] like [path(EXPR)], values in obj
 
-Both raise :class:`JqError` (a :class:`webhook.jqsyntax.WalkError`: ``iterates_null`` marks
+Both raise :class:`JqError` (a :class:`webhook.jqpath.WalkError`: ``iterates_null`` marks
 "Cannot iterate over null (null)", which callers treat as absent) where libjq raises,
 :class:`LimitError` (also a WalkError) past ``max_outputs`` results or the work ``budget``, and
 :class:`NeedsLibjq` where only libjq can give the exact answer; re-run that one expression
@@ -68,7 +68,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from webhook import jqsyntax
+from webhook import jqpath
 from webhook.jqnative_ops import JqError, LimitError, NeedsLibjq, export
 from webhook.jqnative_parse import Parsed, parse
 from webhook.jqnative_paths import run_paths
@@ -107,7 +107,7 @@ class Program:
         self._compiled: Compiled = compile_node(parsed.node)
         #: Plain paths take jqsyntax's walk in paths mode (same results, about twice as fast);
         #: it recurses once per step, so only short ones.
-        plain = jqsyntax.parse_plain(expr)
+        plain = jqpath.parse_plain(expr)
         self._plain = plain if plain is not None and len(plain) <= _WALK_STEPS else None
 
     def _env(self, budget: int) -> list[Any]:
@@ -143,8 +143,8 @@ class Program:
         ``obj``, not a copy; None where nothing is)."""
         if self._plain is not None:
             try:
-                walked = jqsyntax.walk(self._plain, obj)
-            except jqsyntax.WalkError as e:
+                walked = jqpath.walk(self._plain, obj)
+            except jqpath.WalkError as e:
                 raise JqError(str(e)) from None
             _check(len(walked), max_outputs)
             return walked

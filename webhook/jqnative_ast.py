@@ -192,16 +192,17 @@ def children(n: Node) -> list[Node]:
     return []
 
 
-#: Builtins of the subset: name -> arities. ``first``/``last``/``values``/``map`` and the
+#: Builtins of the subset: name -> arities. ``first``/``last``/``values``/``map``/``IN`` and the
 #: one- and zero-argument ``any``/``all`` are desugared to other nodes.
 BUILTINS: Final[dict[str, frozenset[int]]] = {
     **{n: frozenset({0}) for n in (
         "empty", "not", "length", "keys", "keys_unsorted", "to_entries", "tostring",
         "tonumber", "type", "ascii_downcase", "ascii_upcase", "min", "max", "add", "values",
+        "floor",
     )},
     **{n: frozenset({1}) for n in (
         "select", "ltrimstr", "rtrimstr", "startswith", "endswith", "split", "has", "index",
-        "map",
+        "map", "IN",
     )},
     "first": frozenset({0, 1}),
     "last": frozenset({0, 1}),

@@ -4,6 +4,7 @@ closures (:func:`compile_call`)."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any, Final
@@ -57,6 +58,15 @@ def tonumber(v: Any) -> Any:
             return int(v)
         raise ops.NeedsLibjq("tonumber of a non-integer string")
     raise JqError(f"{ops.desc(v)} cannot be parsed as a number")
+
+
+def floor(v: Any) -> Any:
+    if not ops.is_num(v):
+        raise JqError(f"{ops.desc(v)} number required")
+    f = ops.to_float(v)
+    if not math.isfinite(f) or abs(f) >= 2**53:
+        raise ops.NeedsLibjq("floor of a number beyond 2**53")
+    return ops.num(float(math.floor(f)))
 
 
 def type_name(v: Any) -> str:
@@ -171,6 +181,7 @@ UNARY: Final[dict[str, Callable[[Any], Any]]] = {
     "to_entries": to_entries,
     "tostring": ops.tostring,
     "tonumber": tonumber,
+    "floor": floor,
     "type": type_name,
     "ascii_downcase": lambda v: ascii_case(v, upper=False),
     "ascii_upcase": lambda v: ascii_case(v, upper=True),

@@ -25,8 +25,8 @@ from typing import Any, Final
 
 # jqsyntax's message helpers (libjq's dump escaping and 29-byte cut), the only private names
 # of another module used by the native evaluator.
-from webhook.jqsyntax import WalkError, _escape
-from webhook.jqsyntax import _trunc as trunc
+from webhook.jqpath import WalkError, _escape
+from webhook.jqpath import _trunc as trunc
 
 __all__ = [
     "Double",

@@ -439,6 +439,8 @@ class _Parser:
             return self.mk(Collect(self.mk(Pipe((every, args[0])))))
         if name in ("any", "all") and len(args) < 2:
             return self.mk(Call(name, (every, args[0] if args else Identity())))
+        if name == "IN":  # libjq's own definition: def IN(s): any(s == .; .);
+            return self.mk(Call("any", (self.mk(Binop("==", args[0], Identity())), Identity())))
         return self.mk(Call(name, tuple(args)))
 
     def string(self) -> Node:
