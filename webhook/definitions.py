@@ -139,6 +139,8 @@ class Component:
     suspend: SuspendDefinition | None = None
     #: ``podSelector.componentTypeSelector.value``
     type_value: str | None = None
+    #: what resolution derives from the component once (its fields to evaluate, by need)
+    derived: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def expr(self, role: Role) -> str | None:
         return self.exprs.get(role)

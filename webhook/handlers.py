@@ -65,12 +65,14 @@ def object_gvk(req: Request) -> GVK | None:
 
 
 def nothing_found(w: Workload, karta: Karta) -> list[str]:
-    """Warnings for components whose definition paths found no pod template on this object."""
-    out = []
-    for comp, view in zip(karta.components, w.components, strict=True):
-        if comp.patterns and not view.instances:
-            out.append(f"component {comp.name!r}: no pod template found on this object")
-    return out
+    """A warning when the definition found no pod template at all on this object (it may not
+    fit the object). Absent optional parts (a PyTorchJob without a Master, the Milvus
+    components nobody listed) are no reason to warn: that is the definition working."""
+    if any(view.instances for view in w.components):
+        return []
+    if not any(comp.patterns for comp in karta.components):
+        return []  # a definition that writes nothing (NIMCache, TrainJob): nothing to find
+    return [f"definition {karta.name!r} found no pod template on this object; nothing written"]
 
 
 def mutate_with(karta: Karta, policy: Policy, obj: Mapping[str, Any], engine: Engine) -> Mutation:

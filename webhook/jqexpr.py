@@ -165,7 +165,32 @@ def pointer(path: Sequence[PathToken]) -> str:
     return "/" + "/".join(parts) if parts else ""
 
 
+_keys_memo: dict[tuple[Step, ...], tuple[str, ...] | None] = {}
+
+
+def _key_chain(steps: tuple[Step, ...]) -> tuple[str, ...] | None:
+    """The names of a path made of object keys only (most write paths), else None."""
+    try:
+        return _keys_memo[steps]
+    except KeyError:
+        names = tuple(s.name for s in steps if isinstance(s, jqpath.Key))
+        chain = names if len(names) == len(steps) else None
+        if len(_keys_memo) < 4096:  # the memo's keys are parsed definitions' paths
+            _keys_memo[steps] = chain
+        return chain
+
+
 def _native(steps: tuple[Step, ...], mode: Mode, obj: Any) -> Outcome:
+    chain = _key_chain(steps)
+    if chain is not None:  # one location: follow the keys (errors: the walk says them)
+        cur = obj
+        for name in chain:
+            if type(cur) is dict:
+                cur = cur.get(name)
+            elif cur is not None:
+                break
+        else:
+            return Outcome([cur] if mode == "values" else [(chain, cur)])
     try:
         pairs = jqpath.walk(steps, obj)
     except jqpath.WalkError as e:

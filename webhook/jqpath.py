@@ -156,56 +156,45 @@ def walk(steps: Sequence[Step], obj: Any) -> list[tuple[tuple[PathToken, ...], A
     Order is libjq's (depth first; objects in insertion order), which also decides which error
     is raised first. Values are the objects inside ``obj``, not copies. A missing key or
     out-of-range index yields None at that location; indexing or iterating a value of the wrong
-    type raises :class:`WalkError` with libjq's message.
+    type raises :class:`WalkError` with libjq's message. Iterative: any number of steps.
     """
     out: list[tuple[tuple[PathToken, ...], Any]] = []
-    path: list[PathToken] = []
     last = len(steps)
-
-    def rec(k: int, value: Any) -> None:
-        if k == last:
-            out.append((tuple(path), value))
-            return
-        step = steps[k]
-        if isinstance(step, Key):
-            if isinstance(value, dict):
-                nxt = value.get(step.name)
-            elif value is None:
-                nxt = None
+    # Depth first with an explicit stack: (next step, value, path so far); children are
+    # pushed in reverse so that they come off in libjq's order.
+    todo: list[tuple[int, Any, tuple[PathToken, ...]]] = [(0, obj, ())]
+    while todo:
+        k, value, path = todo.pop()
+        while k < last:
+            step = steps[k]
+            if isinstance(step, Key):
+                if isinstance(value, dict):
+                    value = value.get(step.name)
+                elif value is not None:
+                    raise WalkError(
+                        f"Cannot index {_kind(value)} with string ({_trunc(_dump(step.name))})"
+                    )
+                path += (step.name,)
+            elif isinstance(step, Index):
+                if isinstance(value, list):
+                    value = value[step.i] if step.i < len(value) else None
+                elif value is not None:
+                    raise WalkError(f"Cannot index {_kind(value)} with number ({step.i})")
+                path += (step.i,)
+            elif isinstance(step, Iterate):
+                if isinstance(value, list):
+                    items: list[tuple[PathToken, Any]] = list(enumerate(value))
+                elif isinstance(value, dict):
+                    items = list(value.items())
+                else:
+                    raise WalkError(f"Cannot iterate over {_kind(value)} ({_trunc(_dump(value))})")
+                todo.extend((k + 1, item, (*path, tok)) for tok, item in reversed(items))
+                break
             else:
-                raise WalkError(
-                    f"Cannot index {_kind(value)} with string ({_trunc(_dump(step.name))})"
-                )
-            path.append(step.name)
-            rec(k + 1, nxt)
-            path.pop()
-        elif isinstance(step, Index):
-            if isinstance(value, list):
-                nxt = value[step.i] if step.i < len(value) else None
-            elif value is None:
-                nxt = None
-            else:
-                raise WalkError(f"Cannot index {_kind(value)} with number ({step.i})")
-            path.append(step.i)
-            rec(k + 1, nxt)
-            path.pop()
-        elif isinstance(step, Iterate):
-            if isinstance(value, list):
-                for j, item in enumerate(value):
-                    path.append(j)
-                    rec(k + 1, item)
-                    path.pop()
-            elif isinstance(value, dict):
-                for key, item in value.items():
-                    path.append(key)
-                    rec(k + 1, item)
-                    path.pop()
-            else:
-                raise WalkError(f"Cannot iterate over {_kind(value)} ({_trunc(_dump(value))})")
+                raise TypeError(f"not a plain path step: {step!r}")
+            k += 1
         else:
-            raise TypeError(f"not a plain path step: {step!r}")
-
-    rec(0, obj)
+            out.append((path, value))
     return out
 
 

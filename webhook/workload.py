@@ -130,7 +130,12 @@ class _Batch:
 
 def _wanted(c: Component, need: Need, root: bool) -> list[tuple[Role, str, Mode]]:
     """The component's fields that resolution at ``need`` evaluates: those of the spec pattern
-    it follows, its instance ids and scale, and (the root's only) its status."""
+    it follows, its instance ids and scale, and (the root's only) its status. Derived once per
+    component (definitions are immutable; this is on every request's path)."""
+    key = ("wanted", need, root)
+    known: list[tuple[Role, str, Mode]] | None = c.derived.get(key)
+    if known is not None:
+        return known
     out = []
     for f in COMPONENT_FIELDS:
         expr = c.exprs.get(f.role)
@@ -139,6 +144,7 @@ def _wanted(c: Component, need: Need, root: bool) -> list[tuple[Role, str, Mode]
         if f.pattern is not None and f.pattern != c.pattern:
             continue
         out.append((f.role, expr, f.mode))
+    c.derived[key] = out
     return out
 
 
@@ -350,17 +356,20 @@ def _fragment_rows(
     fragments has an existing parent object — or, for the root, one that can be created (see
     :func:`creatable`) — or, with no write fields, a read value is set."""
     where = f"component {c.name!r}: fragmentedPodSpecDefinition"
+    exprs = c.exprs
     found = {
-        role: _locs(batch, c.expr(role), f"{where}.{role.value}", warnings)
+        role: _locs(batch, exprs.get(role), f"{where}.{role.value}", warnings)
         for role in WRITE_FRAGMENTS
     }
     reads: dict[Role, list[Any]] = {}
     for role in GPU_FRAGMENTS:
-        out = batch.get(c.expr(role), "values")
+        out = batch.get(exprs.get(role), "values")
         if out is not None and out.error:
             warnings.append(f"{where}.{role.value}: {out.error}")
         reads[role] = list(out.items) if out is not None and out.ok else []
     n = max((len(v) for v in (*found.values(), *reads.values())), default=0)
+    if n == 0:
+        return []
     for table in (found, reads):
         for role, items in table.items():
             if items and len(items) != n:
@@ -369,12 +378,20 @@ def _fragment_rows(
                 )
                 table[role] = []
     has_writes = any(found.values())
+    parents: dict[Path_, Any] = {}  # a component's fragments usually share their parent
 
     def slot(role: Role, i: int) -> Slot | None:
         locs = found[role]
-        loc = locs[i][0] if i < len(locs) else ()
-        parent = parent_object(obj, loc)
-        if parent is not None:
+        if i >= len(locs):
+            return None
+        loc = locs[i][0]
+        if not loc:
+            return None
+        up = loc[:-1]
+        parent = parents.get(up, parents)  # the dict itself marks "not looked up yet"
+        if parent is parents:
+            parent = parents[up] = getpath(obj, up)
+        if isinstance(parent, dict):
             return Slot(loc, len(loc) - 1, parent)
         made = creatable(obj, loc) if root else None
         return Slot(loc, made[0], made[1]) if made is not None else None
