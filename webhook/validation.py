@@ -384,7 +384,7 @@ class _Checker:
         return {
             req: out
             for req, out in zip(batch, results, strict=True)
-            if not _timed_out(out) and (out.error or _locations(out) != base[req])
+            if out.error or _locations(out) != base[req]
         }
 
     def depends(
@@ -400,7 +400,8 @@ class _Checker:
     ) -> None:
         """Refuse ``f``: name the metadata field(s) whose change alone moves its locations."""
         culprits: list[tuple[str, Outcome]] = []
-        for name in writes.METADATA_FIELDS:
+        # A probe that overran is not re-run field by field (each would overrun again).
+        for name in () if _timed_out(after) else writes.METADATA_FIELDS:
             single = writes.changed(obj, name, probe.value, keys)
             moved = self.moved([req], {req: before}, single.obj)
             if moved is None:

@@ -30,7 +30,7 @@ from webhook.limits import MAX_PROBE_KEYS, MAX_PROBE_VALUES
 
 __all__ = [
     "METADATA_FIELDS",
-    "PROBE_VALUE",
+    "PROBE_VALUES",
     "Probe",
     "changed",
     "constants",
@@ -41,8 +41,9 @@ __all__ = [
 
 #: The metadata fields whose values must not move a write location, in the order reported.
 METADATA_FIELDS: Final = ("name", "namespace", "labels", "annotations")
-#: The value every probed field gets besides the expressions' own constants.
-PROBE_VALUE: Final = "karta-probe-changed"
+#: Values every probed field gets besides the expressions' own constants: one as long as a
+#: name or label value may be (63 characters), one very short.
+PROBE_VALUES: Final = ("karta-probe-changed-" + "x" * 43, "k")
 
 _POD: Final = GVK("", "v1", "Pod")
 _ROOT_PLACES: Final[Mapping[tuple[Any, ...], str]] = {
@@ -116,11 +117,11 @@ class Probe:
 
 
 def probes(obj: Mapping[str, Any], values: Sequence[str], keys: Sequence[str]) -> list[Probe]:
-    """Copies of ``obj`` with all of :data:`METADATA_FIELDS` changed at once: one with
-    :data:`PROBE_VALUE`, one per value of ``values`` (the expressions' constants). Labels and
+    """Copies of ``obj`` with all of :data:`METADATA_FIELDS` changed at once: one per value of
+    :data:`PROBE_VALUES` and of ``values`` (the expressions' constants). Labels and
     annotations keep their keys, gain every key of ``keys``, and all take the value."""
     out = []
-    for value in dict.fromkeys([PROBE_VALUE, *values]):
+    for value in dict.fromkeys([*PROBE_VALUES, *values]):
         out.append(Probe(METADATA_FIELDS, value, _changed_copy(obj, METADATA_FIELDS, value, keys)))
     return out
 
