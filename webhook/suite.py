@@ -278,7 +278,8 @@ def _cases(r: _SuiteReader, value: Any) -> list[Case]:
         if obj is not None:
             out.append(
                 Case(
-                    name=name or Path(source).name,
+                    name=name
+                    or (where if isinstance(d.get("object"), Mapping) else Path(source).name),
                     where=where,
                     source=source,
                     obj=obj,
