@@ -217,12 +217,12 @@ class _Checker:
         self.plain_writes(fields)
         hints = self.against_schema(fields)
         mine = self.filter_samples(samples)
-        if self.schema is not None:
+        if self.schema is not None and mine:
             mine = self.defaulted(mine)
             if mine:
                 self.note_real(mine)
-            else:
-                mine = self.synthesise(hints)
+        elif self.schema is not None:
+            mine = self.synthesise(hints)
         if not mine:
             self.warn(NO_SAMPLE)
             return
@@ -247,7 +247,13 @@ class _Checker:
         """The samples with the schema's defaults applied, as the API server stores objects."""
         assert self.schema is not None
         out: list[Sample] = []
-        for label, obj in samples:
+        for i, (label, obj) in enumerate(samples):
+            if self.time_left(self.timeout) <= 0:
+                self.warn(
+                    f"sample {label} and {len(samples) - i - 1} later one(s) not checked: "
+                    f"the validation budget of {self.budget:g}s ran out"
+                )
+                break
             try:
                 out.append((label, apply_defaults(self.schema, obj)))
             except InputError as e:
@@ -336,8 +342,9 @@ class _Checker:
                 if problem:
                     self.err(f.path, f"{problem} (sample {label})", "misdirected")
                     break
-        if mine:
-            self.metadata_probes(mine, outs, label, obj)
+        probed = [f for f in mine if (f.path, "metadata-dependent") not in self._seen]
+        if probed:  # (a field found to depend on one sample is not probed again)
+            self.metadata_probes(probed, outs, label, obj)
 
     def metadata_probes(
         self,
@@ -355,13 +362,14 @@ class _Checker:
             moved = self.moved(batch, base, probe.obj)
             if moved is None:
                 return  # the budget ran out: reported at the fields
-            if not moved:
-                continue
             for f in fields:
                 req = (f.expr, _mode(f))
                 if req in moved:
                     self.depends(f, req, base[req], probe, moved[req], obj, keys, label)
-            return
+            batch = [req for req in batch if req not in moved]
+            fields = [f for f in fields if (f.expr, _mode(f)) not in moved]
+            if not batch:
+                return
 
     def moved(
         self,
