@@ -450,3 +450,37 @@ def test_misdirected_locations_are_the_root_its_metadata_and_its_spec_except_for
     for loc in [("spec", "template"), ("metadata", "labels"), ("spec", "template", "spec")]:
         assert writes.misdirected(loc, JOB) is None
     assert writes.misdirected((), GVK("", "v1", "Pod")) is None
+
+
+ODD_PATHS = [
+    ".spec.template.spec.containers[0:1]",
+    ".spec.tasks[1:][].template",
+    ".spec.tasks[]?.template",
+    "first(.spec.tasks[].template)",
+    "limit(1; .spec.tasks[].template)",
+    ".spec.tasks[0].template // .spec",
+    "(.spec.tasks[].template, .metadata)",
+    "empty",
+    '.["spec"]["tasks"][-1].template',
+    'getpath(["spec", "tasks", 0, "template"])',
+    ".spec.tasks[].template[]",
+    ".spec.tasks | .[]? | .template",
+    ".[]",
+    ".",
+    "if .spec then .spec.tasks[].template else empty end",
+]
+
+
+@pytest.mark.parametrize("expr", ODD_PATHS)
+@pytest.mark.parametrize("kind", ["volcano", "job"])
+def test_odd_path_expressions_are_judged_never_an_internal_error(expr: str, kind: str) -> None:
+    if kind == "volcano":
+        d, schemas, samples = volcano_karta(), VOLCANO_CRDS, [("mpi-job.yaml", volcano_job())]
+        child = d["spec"]["structureDefinition"]["childComponents"][0]
+        child["specDefinition"]["podTemplateSpecPath"] = expr
+        del child["instanceIdPath"], child["podSelector"]
+    else:
+        d, schemas, samples = job_karta({"podTemplateSpecPath": expr}), None, job_samples()[:2]
+    for given in (samples, []):
+        r = judge(copy.deepcopy(d), schemas, given)
+        assert not any("internal error" in e.message for e in r.errors), r.errors

@@ -805,7 +805,13 @@ def _change(name: str, value: str) -> str:
 
 
 def _locations(o: Outcome) -> frozenset[Path_]:
-    return frozenset(p for p, _ in o.items) if o.ok else frozenset()
+    """An outcome's locations as a set (a slice token, an object, as its JSON text)."""
+    if not o.ok:
+        return frozenset()
+    return frozenset(
+        tuple(t if isinstance(t, str | int) else json.dumps(t, sort_keys=True) for t in p)
+        for p, _ in o.items
+    )
 
 
 def _pointers(locations: frozenset[Path_], limit: int = 3) -> str:

@@ -59,8 +59,10 @@ def misdirected(location: Sequence[Any], root: GVK | None) -> str | None:
     The root object, its ``metadata`` and its ``spec`` are never pod templates, except for a
     Pod (``podTemplateSpecPath: .``), which is its own.
     """
-    if root is None or root == _POD:
+    if root is None or root == _POD or len(location) > 1:
         return None
+    if location and not isinstance(location[0], str):
+        return None  # an index or a slice of the root: not an object's field
     place = _ROOT_PLACES.get(tuple(location))
     if place is None:
         return None
