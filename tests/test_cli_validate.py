@@ -15,6 +15,7 @@ from test_validation import BASE, SAMPLE  # tests/ is on sys.path ("prepend" imp
 
 from webhook.cli import EXIT_FINDING, EXIT_INPUT, EXIT_OK, main
 from webhook.definitions import catalog_dir
+from webhook.documents import read_documents
 
 REPO = Path(__file__).resolve().parent.parent
 JOBSET = catalog_dir() / "jobset.x-k8s.io-jobset-v1alpha2.yaml"
@@ -183,3 +184,102 @@ def test_spec_of_the_wrong_shape_is_invalid_not_a_traceback(
     assert main(["validate", "-f", str(f), "--samples", str(samples)]) == EXIT_FINDING
     out = capsys.readouterr().out
     assert out.startswith("INVALID jobset\n") and "spec" in out
+
+
+# --------------------------------------------------------------------------- --crd
+
+VOLCANO = REPO / "examples" / "volcano"
+CRDS = REPO / "tests" / "crds"
+
+
+def volcano_typo(tmp_path: Path) -> Path:
+    d = yaml.safe_load((VOLCANO / "karta.yaml").read_text())
+    child = d["spec"]["structureDefinition"]["childComponents"][0]
+    child["specDefinition"]["podTemplateSpecPath"] = ".spec.task[].template"
+    return write(tmp_path / "typo.yaml", d)
+
+
+def test_crd_finds_a_typo_no_sample_could(tmp_path: Path, capsys: Any) -> None:
+    f = volcano_typo(tmp_path)
+    assert main(["validate", "-f", str(f)]) == EXIT_OK  # no sample, no schema: nothing to tell
+    capsys.readouterr()
+    assert main(["validate", "-f", str(f), "--crd", str(VOLCANO / "crd.yaml")]) == EXIT_FINDING
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "INVALID batch-volcano-sh-job-v1alpha1"
+    assert lines[1] == (
+        "  spec.structureDefinition.childComponents[0].specDefinition.podTemplateSpecPath: "
+        '.spec.task[].template: .spec has no field "task"; did you mean "tasks"? (the Job schema)'
+    )
+    assert "  note: schema: CustomResourceDefinition jobs.batch.volcano.sh" in "\n".join(lines)
+
+
+def test_crd_files_lists_and_directories(tmp_path: Path, capsys: Any) -> None:
+    karta = VOLCANO / "karta.yaml"
+    [(_, crd)] = read_documents(VOLCANO / "crd.yaml")
+    other = yaml.safe_load((CRDS / "kubeflow.org_tfjobs.yaml").read_text())
+    as_list = write(tmp_path / "list.yaml", {"apiVersion": "v1", "kind": "List", "items": [crd]})
+    multi = write(tmp_path / "multi.yaml", other, crd)
+    nested = tmp_path / "dir" / "deeper"
+    nested.mkdir(parents=True)
+    write(nested / "crd.yaml", crd)
+    for given in (as_list, multi, tmp_path / "dir"):
+        assert main(["validate", "-f", str(karta), "--crd", str(given)]) == EXIT_OK
+        out = capsys.readouterr().out
+        assert "checked against a sample synthesised from the schema" in out, out
+    code = main(["validate", "-f", str(karta), "--crd", str(CRDS), "--crd", str(as_list)])
+    assert code == EXIT_OK
+    capsys.readouterr()
+
+
+def test_a_kind_no_given_crd_serves_keeps_its_output_and_says_so(
+    tmp_path: Path, capsys: Any
+) -> None:
+    f = write(tmp_path / "k.yaml", BASE)
+    empty = tmp_path / "none"
+    empty.mkdir()
+    code = main(
+        ["validate", "-f", str(f), "--samples", str(empty), "--crd", str(VOLCANO / "crd.yaml")]
+    )
+    assert code == EXIT_OK
+    assert capsys.readouterr().out == (
+        "OK jobset (jobset.x-k8s.io/v1alpha2 JobSet): no samples found; checked structure and jq only\n"
+        "  note: no CustomResourceDefinition given serves jobset.x-k8s.io/v1alpha2 JobSet: paths "
+        "not checked against a schema\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (None, "no such file or directory (--crd)"),
+        ("a: [\n", "not valid YAML/JSON"),
+        ("apiVersion: v1\nkind: ConfigMap\n", "no served CustomResourceDefinition found"),
+        (
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+            "metadata: {name: x.example.com}\nspec: {group: example.com}\n",
+            "CustomResourceDefinition x.example.com: spec.names.kind",
+        ),
+    ],
+)
+def test_unusable_crd_exits_2_naming_it(
+    tmp_path: Path, content: str | None, fragment: str, capsys: Any
+) -> None:
+    crd = tmp_path / "crd.yaml"
+    if content is not None:
+        crd.write_text(content)
+    code = main(["validate", "-f", str(VOLCANO / "karta.yaml"), "--crd", str(crd)])
+    assert code == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "stem",
+    ["jobset.x-k8s.io-jobset-v1alpha2", "kubeflow.org-tfjob-v1", "argoproj.io-workflow-v1alpha1"],
+)
+def test_bundled_definitions_with_a_crd_fixture_pass(stem: str, capsys: Any) -> None:
+    f = catalog_dir() / f"{stem}.yaml"
+    assert main(["validate", "-f", str(f), "--crd", str(CRDS)]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.startswith("OK ") and "checked against" in out
+    assert "  note: schema: CustomResourceDefinition " in out

@@ -18,7 +18,7 @@ from typing import Any
 import jsonpatch
 import yaml
 
-from webhook import __version__, describe, jsontext
+from webhook import __version__, describe, jsontext, suite
 from webhook.admission import request_for
 from webhook.definitions import is_karta, not_a_karta, samples_dir
 from webhook.documents import read_documents
@@ -145,12 +145,14 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """validate -f FILE|- [--samples DIR]... [--require-samples]: check every Karta in FILE
-    (structure, jq, safety, and against the sample objects of its root kind)."""
+    """validate -f FILE|- [--samples DIR]... [--require-samples] [--crd FILE]...: check every
+    Karta in FILE (structure, jq, safety, against the root kind's schema, and against the
+    sample objects of its root kind)."""
     dirs = [Path(d) for d in args.samples] if args.samples else [samples_dir()]
     for d in dirs if args.samples else []:
         if not d.exists():
             raise InputError(f"{d}: no such directory (--samples)")
+    schemas = suite.read_crd_files(args.crd or [])
     docs = read_documents(args.file)
     if not docs:
         _err(f"{args.file}: no documents")
@@ -172,12 +174,43 @@ def cmd_validate(args: argparse.Namespace) -> int:
             engine,
             require_samples=args.require_samples,
             source=source,
+            schemas=schemas,
         )
         assert result.report is not None  # a Karta on CREATE is always checked
         print("\n".join(result.report.lines()))
         if not result.response.allowed:
             code = EXIT_FINDING
     return code
+
+
+# --------------------------------------------------------------------------- test
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    """test PATH [-o table|json]: run the test suites (karta-test.yaml) in PATH; exit 1 when a
+    check fails, 2 when a suite cannot be used."""
+    base = Path(args.path)
+    suites = [suite.load_suite(p) for p in suite.find_suites(base)]
+    engine = Engine()
+    rows: list[suite.Row] = []
+    for s in suites:
+        rows.extend(suite.run_suite(s, engine, label=_suite_label(s, base, len(suites))))
+    if args.output == "json":
+        _print_json(suite.as_json(rows))
+    else:
+        print(suite.as_table(rows))
+    return EXIT_FINDING if any(not r.passed for r in rows) else EXIT_OK
+
+
+def _suite_label(s: suite.Suite, base: Path, count: int) -> str:
+    """A suite's name in the table: its own, or its directory below PATH when there are
+    several without names of their own."""
+    if count == 1 or s.name != s.path.parent.name:
+        return s.name
+    try:
+        return str(s.path.parent.relative_to(base)) if base.is_dir() else s.name
+    except ValueError:
+        return s.name
 
 
 # --------------------------------------------------------------------------- serve
@@ -357,7 +390,23 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="a definition with no sample of its kind is invalid",
     )
+    v.add_argument(
+        "--crd",
+        action="append",
+        metavar="FILE",
+        help="CustomResourceDefinition(s) as `kubectl get crd NAME -o yaml` prints them: "
+        "files, lists or directories (repeatable); paths are checked against the root "
+        "kind's schema, samples defaulted from it (built-in kinds need none)",
+    )
     v.set_defaults(func=cmd_validate)
+
+    t = sub.add_parser(
+        "test",
+        help="run definition test suites (karta-test.yaml): templates, GPUs, mutated objects",
+    )
+    t.add_argument("path", metavar="PATH", help="a karta-test.yaml, or a directory to search")
+    t.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    t.set_defaults(func=cmd_test)
 
     s = sub.add_parser("serve", help="run the admission webhooks (gunicorn, TLS)")
     s.add_argument("--host", default="0.0.0.0")

@@ -15,6 +15,8 @@ from typing import Any
 
 from webhook import definitions, jqexpr
 from webhook.admission import Request, Response
+from webhook.builtin_schemas import builtin_schema
+from webhook.crds import SchemaIndex
 from webhook.definitions import Karta, is_karta_kind
 from webhook.errors import FieldError
 from webhook.gvk import GVK
@@ -24,12 +26,14 @@ from webhook.mutation import plan
 from webhook.names import label_value_errors
 from webhook.policy import Policy
 from webhook.registry import Registry
-from webhook.samples import SampleIndex
+from webhook.samples import Sample, SampleIndex
+from webhook.schema_nodes import Schema
 from webhook.validation import Report, check
 from webhook.workload import Workload, resolve
 
 INDEX_LABELS = ("run.ai/karta-group", "run.ai/karta-version", "run.ai/karta-kind")
 _ROOT_KIND = "spec.structureDefinition.rootComponent.kind"
+_ROOT_VERSION = _ROOT_KIND + ".version"
 
 
 @dataclass(frozen=True)
@@ -218,13 +222,25 @@ def validate(
     budget: float | None = None,
     require_samples: bool = False,
     source: str | None = None,
+    schemas: SchemaIndex | None = None,
+    live_samples: Sequence[Sample] = (),
+    crd_required: bool = False,
 ) -> Result:
     """Judge a Karta on CREATE and on an UPDATE that changes its spec: the check against the
     samples of its root kind, plus one Karta per root group/version/kind among ``conflicts``
     (the other Kartas the cluster has), within ``budget`` seconds in all (``timeout`` for each
     evaluation). Anything else is ``skipped`` (allowed); with
-    ``require_samples`` a definition no sample was checked against is denied. ``source``
-    names the definition in the report (default: ``Karta "<name>"``)."""
+    ``require_samples`` a definition no real sample was checked against is denied. ``source``
+    names the definition in the report (default: ``Karta "<name>"``).
+
+    ``schemas`` are the CRD schemas known (``--crd`` files, or the cluster's CRDs; None: none);
+    the root kind's, or a built-in kind's, is what the paths are judged against and samples
+    defaulted from (and one synthesised from when no sample exists). ``live_samples`` are
+    objects of the root kind read from the cluster, checked like the bundled samples (an
+    object without ``apiVersion``/``kind``, as LIST items come, is taken as of the root kind).
+    With ``crd_required`` (in a cluster), a root kind that no CRD serves and that is not
+    built in is admitted with a warning saying so; without it (offline), a CRD given for the
+    group and kind that does not serve the version is an error at the root kind's version."""
     resp = Response(uid=req.uid)
     gvk = object_gvk(req)
     kind = gvk.kind if gvk else ""
@@ -238,15 +254,23 @@ def validate(
         resp.message = "request.object is not a Karta object"
         return Result(resp, kind, "denied")
     name = _name(req)
+    gvk_root = definitions.root_gvk(req.object)
+    found = schema_for(gvk_root, schemas, crd_required=crd_required)
     report = check(
         req.object,
-        samples.for_definition(req.object),
+        [*samples.for_definition(req.object), *_of_kind(live_samples, gvk_root)],
         engine,
         source=source or f'Karta "{name}"',
         timeout=timeout,
         budget=budget,
+        schema=found.schema,
     )
-    extra: list[FieldError] = []
+    report = replace(
+        report,
+        warnings=[*found.warnings, *report.warnings],
+        notes=[*found.notes, *report.notes],
+    )
+    extra: list[FieldError] = list(found.errors)
     if require_samples and report.samples == 0:
         where = ", ".join(samples.sources)
         extra.append(
@@ -267,6 +291,71 @@ def validate(
     resp.code, resp.reason = 422, "Invalid"
     resp.message = report.denial(name)
     return Result(resp, kind, "denied", report=report)
+
+
+@dataclass(frozen=True)
+class SchemaLookup:
+    """The schema a definition's root kind is judged by, and what to say about it."""
+
+    schema: Schema | None = None
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    errors: tuple[FieldError, ...] = ()
+
+
+def schema_for(
+    gvk: GVK | None, schemas: SchemaIndex | None, *, crd_required: bool = False
+) -> SchemaLookup:
+    """The root kind's schema: its CRD's among ``schemas``, else a built-in kind's, else none
+    (see :func:`validate` for what is said then)."""
+    if gvk is None or not gvk.version:
+        return SchemaLookup()
+    entry = schemas.get(gvk) if schemas is not None else None
+    if entry is not None:
+        return SchemaLookup(
+            entry.schema, (f"schema: CustomResourceDefinition {entry.crd} ({entry.source})",)
+        )
+    builtin = builtin_schema(gvk)
+    if builtin is not None:
+        return SchemaLookup(
+            builtin, (f"schema: the built-in {gvk} (from the kubernetes client's models)",)
+        )
+    served = schemas.versions(gvk.group, gvk.kind) if schemas is not None else []
+    if served:
+        crd = next(e.crd for e in (schemas or ()) if e.group == gvk.group and e.kind == gvk.kind)
+        message = (
+            f"CustomResourceDefinition {crd} does not serve version {gvk.version!r} of "
+            f"{gvk.kind} (it serves {', '.join(served)}): the definition's paths were not "
+            "checked against a schema"
+        )
+        if crd_required:
+            return SchemaLookup(warnings=(message,))
+        return SchemaLookup(errors=(FieldError(_ROOT_VERSION, message),))
+    if crd_required:
+        return SchemaLookup(
+            warnings=(
+                f"no CustomResourceDefinition for {gvk} is installed: the definition's paths "
+                "were not checked against a schema, and no object of the kind exists to "
+                "mutate until one is",
+            )
+        )
+    if schemas:
+        return SchemaLookup(
+            notes=(
+                f"no CustomResourceDefinition given serves {gvk}: paths not checked against a schema",
+            )
+        )
+    return SchemaLookup()
+
+
+def _of_kind(objs: Sequence[Sample], gvk: GVK | None) -> list[Sample]:
+    """Live objects as samples; LIST items without ``apiVersion``/``kind`` get the root's."""
+    out: list[Sample] = []
+    for label, obj in objs:
+        if gvk is not None and isinstance(obj, Mapping) and GVK.of(obj) is None:
+            obj = {**obj, "apiVersion": gvk.api_version, "kind": gvk.kind}
+        out.append((label, obj))
+    return out
 
 
 def _meta_name(obj: Mapping[str, Any]) -> str:

@@ -72,3 +72,20 @@ POINTER_CACHE_KEY: Final = 256
 YAML_MAX_DEPTH: Final = 256
 #: Nodes of one YAML document with every alias expanded (a "billion laughs" stops here).
 YAML_MAX_NODES: Final = 2_000_000
+
+# --------------------------------------------------------------------------- validation
+
+#: Constants of a definition's write paths tried as metadata values (``"evil"`` in
+#: ``if .metadata.name == "evil" then ...``); each is one more evaluation per sample.
+MAX_PROBE_VALUES: Final = 8
+#: Field names and strings of those paths added as label and annotation keys of a probe.
+MAX_PROBE_KEYS: Final = 32
+#: A synthesised sample (no real one of the kind exists) has at most this many values.
+MAX_SYNTHESISED_NODES: Final = 2000
+
+# --------------------------------------------------------------------------- test suites
+
+#: Test-suite files one ``karta-webhook test`` run reads (a directory is searched for them).
+MAX_SUITE_FILES: Final = 1000
+#: Cases (inputs) in one test-suite file.
+MAX_SUITE_CASES: Final = 1000

@@ -12,7 +12,15 @@ or worse. :func:`check` adds what upstream lacks:
    :data:`webhook.fields.COMPONENT_FIELDS` says it is used: write paths must be jq paths that
    find something somewhere, templates must look like templates, ids and replica counts must
    have the right type and count, status expressions must run;
-4. bounded: each definition-sample pair gets ``timeout`` seconds, and when a batch overruns,
+4. with the root kind's structural ``schema`` (a CRD's, or a built-in kind's): every path
+   judged against it (:mod:`webhook.schemacheck`: unknown fields with the closest names, the
+   shape each field needs); samples defaulted from it as the API server stores them, and a
+   sample synthesised from it when there is no real one (findings that depend on the data
+   are then warnings, since the data is made up);
+5. writes go where pod templates are (:mod:`webhook.writes`): no write location is the root
+   object, its ``metadata`` or its ``spec`` (a Pod excepted), and no write location moves when
+   the workload's name, namespace, labels or annotations change;
+6. bounded: each definition-sample pair gets ``timeout`` seconds, and when a batch overruns,
    the culprit is found by re-running its expressions one at a time; with a ``budget``, the
    whole check ends by then, and whatever was left unevaluated is an error at its field.
 
@@ -26,17 +34,22 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from webhook import jqsyntax
+from webhook import jqsyntax, writes
+from webhook.builtin_schemas import builtin_schema
 from webhook.definitions import JqField, Karta, jq_fields, parse
-from webhook.errors import DefinitionError, FieldError
+from webhook.errors import DefinitionError, FieldError, InputError
 from webhook.fields import FRAGMENTED, Mode, Role
 from webhook.gvk import GVK
-from webhook.jqexpr import Engine, Outcome, pointer
-from webhook.limits import COMPILE_TIMEOUT, EVAL_TIMEOUT
+from webhook.jqexpr import Engine, Outcome, Path_, plain, pointer
+from webhook.jqpath import Index, Iterate, Key, Step
+from webhook.limits import COMPILE_TIMEOUT, EVAL_TIMEOUT, MAX_SYNTHESISED_NODES
 from webhook.samples import Sample
+from webhook.schema_nodes import Schema
+from webhook.schema_samples import apply_defaults, synthesize
+from webhook.schemacheck import check_fields, check_locations
 from webhook.structure import Findings, check_structure
 from webhook.workload import as_count, creatable, parent_object
 
@@ -48,6 +61,13 @@ TIMED_OUT = "evaluation timed out"
 NOT_EVALUATED = "not evaluated"
 UNKNOWN = -1  # a component's instance count when its pod-spec path could not be evaluated
 NO_SAMPLE = "no sample found: only structure and jq were checked"
+#: The label of the sample synthesised from the schema when no real one exists.
+SYNTHESISED = "<synthesised from the schema>"
+#: Findings that depend on a sample's data: on a synthesised sample they are warnings.
+_DATA_KINDS = frozenset({"shape", "conditions", "ids", "scale", "fails"})
+#: At most this many real sample labels are named in the report's note.
+_NAMED_SAMPLES = 5
+_POD = GVK("", "v1", "Pod")
 
 
 @dataclass(frozen=True)
@@ -59,7 +79,10 @@ class Report:
     gvk: GVK | None
     errors: list[FieldError]
     warnings: list[str]
-    samples: int  # how many samples were checked
+    samples: int  # how many real samples were checked
+    #: what was checked how (the schema used, which samples were real, which synthesised)
+    notes: list[str] = field(default_factory=list)
+    synthesised: int = 0  # how many samples synthesised from the schema were checked
 
     @property
     def ok(self) -> bool:
@@ -67,7 +90,7 @@ class Report:
 
     def lines(self) -> list[str]:
         """The report as ``validate`` prints it: ``OK <name> (<group>/<version> <Kind>): …`` or
-        ``INVALID <name>``, then one indented line per error and per warning."""
+        ``INVALID <name>``, then one indented line per error, per warning and per note."""
         name = self.name or self.source
         gvk = f" ({self.gvk})" if self.gvk else ""
         warnings = [w for w in self.warnings if not (self.samples == 0 and w == NO_SAMPLE)]
@@ -75,9 +98,16 @@ class Report:
             head = f"INVALID {name}"
         elif self.samples:
             head = f"OK {name}{gvk}: checked against {self.samples} sample(s)"
+        elif self.synthesised:
+            head = f"OK {name}{gvk}: no samples found; checked against a sample synthesised from the schema"
         else:
             head = f"OK {name}{gvk}: no samples found; checked structure and jq only"
-        return [head, *(f"  {e}" for e in self.errors), *(f"  warning: {w}" for w in warnings)]
+        return [
+            head,
+            *(f"  {e}" for e in self.errors),
+            *(f"  warning: {w}" for w in warnings),
+            *(f"  note: {n}" for n in self.notes),
+        ]
 
     def denial(self, name: str) -> str:
         """The report as the validating webhook's denial message: every error, one line."""
@@ -93,23 +123,30 @@ def check(
     source: str = "<input>",
     timeout: float = EVAL_TIMEOUT,
     budget: float | None = None,
+    schema: Schema | None = None,
 ) -> Report:
     """Check one Karta document; ``samples`` are ``(label, object)`` of its root kind
     (others are skipped with a warning). ``timeout`` bounds each evaluation in the sandbox,
-    ``budget`` (seconds, None for none) the whole check. Never raises on bad input."""
+    ``budget`` (seconds, None for none) the whole check, synthesis and metadata probes
+    included. ``schema`` is the root kind's structural schema (a CRD's
+    ``openAPIV3Schema`` or :func:`webhook.builtin_schemas.builtin_schema`'s), None when none is
+    known. Never raises on bad input."""
     meta = doc.get("metadata") if isinstance(doc, dict) else None
     name = str(meta.get("name") or "") if isinstance(meta, dict) else ""
     try:
         karta = parse(doc, source)
     except DefinitionError as e:
         return Report(source, name, None, list(e.errors), [], 0)
-    c = _Checker(karta, engine, timeout, budget)
+    c = _Checker(karta, engine, timeout, budget, schema)
     try:
         c.run(samples)
     except Exception as e:  # a validator bug must not become a 500 or a traceback
         c.err("", f"internal error while validating: {type(e).__name__}: {e}")
     gvk = karta.gvk if karta.gvk and karta.gvk.version and karta.gvk.kind else None
-    return Report(source, karta.name, gvk, c.found.errors, c.found.warnings, c.checked)
+    real = c.checked - c.synthesised
+    return Report(
+        source, karta.name, gvk, c.found.errors, c.found.warnings, real, c.notes, c.synthesised
+    )
 
 
 def _mode(f: JqField) -> Mode:
@@ -117,8 +154,22 @@ def _mode(f: JqField) -> Mode:
 
 
 class _Checker:
-    def __init__(self, karta: Karta, engine: Engine, timeout: float, budget: float | None) -> None:
+    def __init__(
+        self,
+        karta: Karta,
+        engine: Engine,
+        timeout: float,
+        budget: float | None,
+        schema: Schema | None = None,
+    ) -> None:
         self.k = karta
+        self.schema = schema
+        full = karta.gvk is not None and bool(karta.gvk.version and karta.gvk.kind)
+        self.gvk = karta.gvk if full else None
+        self.notes: list[str] = []
+        self.synthesised = 0
+        self.on_synthetic = False  # the sample being judged is synthesised
+        self.deferred: list[JqField] = []  # non-plain paths judged at their locations
         self.engine = engine
         self.timeout = timeout
         self.budget = budget
@@ -133,7 +184,11 @@ class _Checker:
 
     def err(self, path: str, message: str, kind: str | None = None) -> None:
         """Record an error; with ``kind``, only the first of that kind per field (a broken
-        path would otherwise repeat itself once per sample)."""
+        path would otherwise repeat itself once per sample). On a synthesised sample, a
+        finding that depends on the data (:data:`_DATA_KINDS`) is a warning."""
+        if self.on_synthetic and kind in _DATA_KINDS:
+            self.warn(f"{path}: {message}" if path else message)
+            return
         if kind is not None:
             if (path, kind) in self._seen:
                 return
@@ -159,11 +214,226 @@ class _Checker:
         for w in structure.warnings:
             self.warn(w)
         fields = self.jq()
+        self.plain_writes(fields)
+        hints = self.against_schema(fields)
         mine = self.filter_samples(samples)
+        if self.schema is not None and mine:
+            mine = self.defaulted(mine)
+            if mine:
+                self.note_real(mine)
+        elif self.schema is not None:
+            mine = self.synthesise(hints)
         if not mine:
             self.warn(NO_SAMPLE)
             return
         self.against_samples(fields, mine)
+
+    # ----------------------------------------------------------------- schema
+
+    def against_schema(self, fields: list[JqField]) -> tuple[list[str], list[str], list[str]]:
+        """Judge the plain paths against the schema; keep the others for the samples. Returns
+        the plain template, pod-spec and instance-id paths a synthesised sample should hold."""
+        if self.schema is None or self.gvk is None:
+            return [], [], []
+        live = [f for f in fields if self.used(f)]
+        found = check_fields(live, self.schema, self.gvk.kind, lambda: builtin_schema(_POD))
+        self.found.errors.extend(found.errors)
+        for w in found.warnings:
+            self.warn(w)
+        self.deferred = found.deferred
+        return found.template_paths, found.pod_spec_paths, found.id_paths
+
+    def defaulted(self, samples: list[Sample]) -> list[Sample]:
+        """The samples with the schema's defaults applied, as the API server stores objects."""
+        assert self.schema is not None
+        out: list[Sample] = []
+        for i, (label, obj) in enumerate(samples):
+            if self.time_left(self.timeout) <= 0:
+                self.warn(
+                    f"sample {label} and {len(samples) - i - 1} later one(s) not checked: "
+                    f"the validation budget of {self.budget:g}s ran out"
+                )
+                break
+            try:
+                out.append((label, apply_defaults(self.schema, obj)))
+            except InputError as e:
+                self.warn(f"sample {label}: {e}; skipped")
+        return out
+
+    def note_real(self, samples: list[Sample]) -> None:
+        names = [label for label, _ in samples]
+        shown = ", ".join(names[:_NAMED_SAMPLES])
+        more = f" and {len(names) - _NAMED_SAMPLES} more" if len(names) > _NAMED_SAMPLES else ""
+        self.notes.append(f"real sample(s), with the schema's defaults applied: {shown}{more}")
+
+    def synthesise(self, hints: tuple[list[str], list[str], list[str]]) -> list[Sample]:
+        """One sample made from the schema: required fields, one entry per list and map,
+        defaults, a minimal pod template wherever a plain template path points, and an id
+        wherever a plain instance-id path points (ids are often optional fields)."""
+        if self.schema is None or self.gvk is None:
+            return []
+        templates, specs, ids = ([s for s in map(plain, h) if s is not None] for h in hints)
+        try:
+            obj = synthesize(
+                self.schema,
+                self.gvk,
+                pod_template_paths=templates,
+                pod_spec_paths=specs,
+                max_nodes=MAX_SYNTHESISED_NODES,
+            )
+        except InputError as e:
+            self.warn(f"no sample could be synthesised from the schema: {e}")
+            return []
+        for steps in ids:
+            _plant_ids(obj, steps)
+        self.synthesised = 1
+        self.notes.append(
+            "no real sample: checked against one synthesised from the schema (required "
+            "fields, one entry per list and map, defaults); findings that depend on the data "
+            "are warnings"
+        )
+        return [(SYNTHESISED, obj)]
+
+    def schema_locations(self, outs: Mapping[tuple[str, str], Outcome]) -> None:
+        """Judge the non-plain paths at the locations they found on this sample."""
+        if self.schema is None or self.gvk is None:
+            return
+        for f in self.deferred:
+            out = outs.get((f.expr, _mode(f)))
+            if out is None or not out.ok:
+                continue
+            found = check_locations(f, self.schema, self.gvk.kind, [p for p, _ in out.items])
+            for e in found.errors:
+                self.err(e.path, e.message, "schema:" + e.message)
+            for w in found.warnings:
+                self.warn(w)
+
+    def used(self, f: JqField) -> bool:
+        """Whether resolution uses ``f``: not a field of a spec pattern its component does not
+        follow (a ``metadataPath`` without ``podSpecPath`` is ignored, so it writes nothing)."""
+        if f.field.pattern is None:
+            return True
+        comp = next((c for c in self.k.components if c.name == f.component), None)
+        return comp is None or comp.pattern == f.field.pattern
+
+    # ----------------------------------------------------------------- writes
+
+    def plain_writes(self, fields: list[JqField]) -> None:
+        """Plain write paths that end at the root, its metadata or its spec (without samples)."""
+        for f in fields:
+            if f.field.write and self.used(f):
+                problem = writes.misdirected_steps(plain(f.expr), self.gvk)
+                if problem:
+                    self.err(f.path, problem, "misdirected")
+
+    def write_rules(
+        self,
+        fields: list[JqField],
+        outs: Mapping[tuple[str, str], Outcome],
+        label: str,
+        obj: Mapping[str, Any],
+    ) -> None:
+        """On one sample: no write location at the root, its metadata or its spec; and the
+        same write locations when the workload's metadata values change."""
+        mine = [f for f in fields if f.field.write and self.used(f) and outs[(f.expr, _mode(f))].ok]
+        for f in mine:
+            for p, _ in outs[(f.expr, _mode(f))].items:
+                problem = writes.misdirected(p, self.gvk)
+                if problem:
+                    self.err(f.path, f"{problem} (sample {label})", "misdirected")
+                    break
+        probed = [f for f in mine if (f.path, "metadata-dependent") not in self._seen]
+        if probed:  # (a field found to depend on one sample is not probed again)
+            self.metadata_probes(probed, outs, label, obj)
+
+    def metadata_probes(
+        self,
+        fields: list[JqField],
+        outs: Mapping[tuple[str, str], Outcome],
+        label: str,
+        obj: Mapping[str, Any],
+    ) -> None:
+        """Evaluate the write paths on copies of the sample with other metadata values (the
+        expressions' own constants among them); refuse locations that move."""
+        batch = list(dict.fromkeys((f.expr, _mode(f)) for f in fields))
+        base = {req: _locations(outs[req]) for req in batch}
+        values, keys = writes.constants(expr for expr, _ in batch)
+        for probe in writes.probes(obj, values, keys):
+            moved = self.moved(batch, base, probe.obj)
+            if moved is None:
+                return  # the budget ran out: reported at the fields
+            for f in fields:
+                req = (f.expr, _mode(f))
+                if req in moved:
+                    self.depends(f, req, base[req], probe, moved[req], obj, keys, label)
+            batch = [req for req in batch if req not in moved]
+            fields = [f for f in fields if (f.expr, _mode(f)) not in moved]
+            if not batch:
+                return
+
+    def moved(
+        self,
+        batch: list[tuple[str, Mode]],
+        base: Mapping[tuple[str, Mode], frozenset[Path_]],
+        obj: Mapping[str, Any],
+    ) -> dict[tuple[str, Mode], Outcome] | None:
+        """The requests of ``batch`` whose locations on ``obj`` differ from ``base`` (their
+        outcome there); None when the budget ran out first."""
+        results = self.bounded(batch, obj)
+        spent = [r for r in results if r.error and r.error.startswith(NOT_EVALUATED)]
+        if spent:
+            for expr, _ in batch:
+                for f in jq_fields(self.k):
+                    if f.expr == expr and f.field.write:
+                        self.err(
+                            f.path, f"{spent[0].error} (metadata independence not checked)", "run"
+                        )
+            return None
+        return {
+            req: out
+            for req, out in zip(batch, results, strict=True)
+            if out.error or _locations(out) != base[req]
+        }
+
+    def depends(
+        self,
+        f: JqField,
+        req: tuple[str, Mode],
+        before: frozenset[Path_],
+        probe: writes.Probe,
+        after: Outcome,
+        obj: Mapping[str, Any],
+        keys: Sequence[str],
+        label: str,
+    ) -> None:
+        """Refuse ``f``: name the metadata field(s) whose change alone moves its locations."""
+        culprits: list[tuple[str, Outcome]] = []
+        # A probe that overran is not re-run field by field (each would overrun again).
+        for name in () if _timed_out(after) else writes.METADATA_FIELDS:
+            single = writes.changed(obj, name, probe.value, keys)
+            moved = self.moved([req], {req: before}, single.obj)
+            if moved is None:
+                return
+            if req in moved:
+                culprits.append((name, moved[req]))
+        if culprits:
+            which = " and ".join(f".metadata.{name}" for name, _ in culprits)
+            name, after = culprits[0]
+            change = _change(name, probe.value)
+        else:
+            which = "the workload's metadata (name, namespace, labels and annotations together)"
+            change = f"name, namespace, label and annotation values {json.dumps(probe.value)}"
+        now = (
+            f"it fails: {after.error}"
+            if after.error
+            else f"they are {_pointers(_locations(after))}"
+        )
+        self.err(
+            f.path,
+            f"write locations depend on {which}: on sample {label} they are "
+            f"{_pointers(before)}; with {change}, {now}",
+            "metadata-dependent",
+        )
 
     # ----------------------------------------------------------------- jq
 
@@ -230,12 +500,21 @@ class _Checker:
                 )
                 break
             self.checked += 1
+            self.on_synthetic = label == SYNTHESISED and self.synthesised > 0
             outs = self.evaluate(workload, obj)
             self.one_sample(workload, outs, label, obj, found, missing, evaluated, suspend_hits)
+            self.schema_locations(outs)
+            self.write_rules(workload, outs, label, obj)
+        self.on_synthetic = False
         for f in workload:
             if f.path not in found or not evaluated[f.path]:
                 continue
-            if not found[f.path]:
+            if not found[f.path] and self.synthesised and missing[f.path] == [SYNTHESISED]:
+                self.warn(
+                    f"{f.path}: finds nothing in the sample synthesised from the schema; "
+                    "check it against a real object"
+                )
+            elif not found[f.path]:
                 self.err(
                     f.path,
                     f"finds nothing in any of {evaluated[f.path]} sample(s) "
@@ -377,7 +656,7 @@ class _Checker:
                 "run",
             )
         else:
-            self.err(f.path, f"fails on sample {label}: {error}", "run")
+            self.err(f.path, f"fails on sample {label}: {error}", "fails")
 
     def contents(self, f: JqField, items: list[tuple[Any, Any]], label: str) -> None:
         for p, v in items:
@@ -490,6 +769,56 @@ def _shape_problem(role: Role, v: Any) -> str | None:
     elif role == Role.SCHEDULER_NAME and not isinstance(v, str):
         return "a string"
     return None
+
+
+def _plant_ids(obj: Any, steps: Sequence[Step]) -> None:
+    """Give every location of a plain path whose parent exists a distinct string id where it
+    has none (in a synthesised sample, so that its instance ids are what real objects have)."""
+    frontier: list[Any] = [obj]
+    planted = 0
+    for i, step in enumerate(steps):
+        last = i == len(steps) - 1
+        following: list[Any] = []
+        for cur in frontier:
+            if isinstance(step, Key) and isinstance(cur, dict):
+                if last and cur.get(step.name) is None:
+                    planted += 1
+                    cur[step.name] = f"example-{planted}"
+                elif not last:
+                    following.append(cur.get(step.name))
+            elif isinstance(step, Iterate) and not last:
+                following.extend(cur if isinstance(cur, list) else _values(cur))
+            elif isinstance(step, Index) and not last and isinstance(cur, list):
+                following.extend(cur[step.i : step.i + 1])
+        frontier = [v for v in following if isinstance(v, dict | list)]
+
+
+def _values(x: Any) -> list[Any]:
+    return list(x.values()) if isinstance(x, dict) else []
+
+
+def _change(name: str, value: str) -> str:
+    """How a probe changed one metadata field, in words."""
+    if name in ("labels", "annotations"):
+        return f"{name} set to {json.dumps(value)}"
+    return f".metadata.{name} {json.dumps(value)}"
+
+
+def _locations(o: Outcome) -> frozenset[Path_]:
+    """An outcome's locations as a set (a slice token, an object, as its JSON text)."""
+    if not o.ok:
+        return frozenset()
+    return frozenset(
+        tuple(t if isinstance(t, str | int) else json.dumps(t, sort_keys=True) for t in p)
+        for p, _ in o.items
+    )
+
+
+def _pointers(locations: frozenset[Path_], limit: int = 3) -> str:
+    if not locations:
+        return "none"
+    shown = sorted(pointer(p) or "/" for p in locations)
+    return ", ".join(shown[:limit]) + (", …" if len(shown) > limit else "")
 
 
 def _timed_out(o: Outcome) -> bool:
