@@ -251,3 +251,21 @@ def test_a_karta_whose_kind_has_no_crd_is_admitted_with_a_warning(fake: FakeAPI)
     assert resp["allowed"] is True
     assert any("CRD" in w or "CustomResourceDefinition" in w for w in resp.get("warnings", []))
     assert fake.seen("GET", CRDS) == 1 and fake.seen("GET", TRAINERS) == 0
+
+
+def test_a_failing_reader_is_a_warning_not_a_denial(
+    fake: FakeAPI, recorded: list[dict[str, Any]]
+) -> None:
+    from webhook.server import create_app
+
+    def broken(gvk: GVK, crds: Any, timeout: float) -> Any:
+        raise RuntimeError("boom")
+
+    state = cluster_state(fake, trainer_crd())
+    state.live_samples = broken
+    app = create_app(state, engine=ENGINE).test_client()
+    resp = app.post("/validate", json=review(karta("trainer"))).get_json()["response"]
+    assert resp["allowed"] is True
+    assert resp["warnings"] == [
+        "karta-webhook: live objects of example.com/v1 Trainer not read (RuntimeError: boom)"
+    ]

@@ -221,7 +221,11 @@ def _cluster_inputs(
     gvk = definitions.root_gvk(req.object) if live is not None and _judged(req) else None
     if live is None or gvk is None or is_karta_kind(gvk):
         return extra, []
-    samples, warnings = live(gvk, snap.crds, LIVE_SAMPLES_TIMEOUT)
+    try:
+        samples, warnings = live(gvk, snap.crds, LIVE_SAMPLES_TIMEOUT)
+    except Exception as e:  # reading is best effort: never the reason a Karta is denied
+        log.exception("reading live samples failed")
+        samples, warnings = [], [f"live objects of {gvk} not read ({type(e).__name__}: {e})"]
     if samples:
         extra["live_samples"] = samples
     return extra, warnings
