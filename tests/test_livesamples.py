@@ -194,7 +194,7 @@ def test_validate_passes_schemas_and_live_objects(
         "cluster:team-a/t00",
         "cluster:team-a/t01",
     ]
-    assert 0 < kw["budget"] <= VALIDATE_BUDGET  # the list's time comes out of the budget
+    assert VALIDATE_BUDGET / 2 <= kw["budget"] < VALIDATE_BUDGET  # the list took some of it
 
 
 def test_validate_warns_when_live_objects_cannot_be_read(

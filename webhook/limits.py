@@ -89,4 +89,4 @@ LIVE_SAMPLES_TIMEOUT: Final = VALIDATE_BUDGET / 3
 STATUS_ERRORS: Final = 3
 STATUS_MESSAGE_CHARS: Final = 2048
 #: Bytes of the one list response that carries the live objects (larger: none are used).
-LIVE_SAMPLES_BYTES: Final = 32 * 1024 * 1024
+LIVE_SAMPLES_BYTES: Final = 16 * 1024 * 1024
