@@ -6,7 +6,13 @@ Kubernetes REST/JSON shapes (lists with ``metadata.resourceVersion``, a chunked 
 ``resourceVersion``), and the real ``kubernetes`` client talks to it over HTTP. What a real
 cluster adds (RBAC, TLS, the API server's own defaulting) is covered by ``hack/e2e-kind.sh``.
 The tests of each cluster module (``test_kartasync.py``, ``test_keeper.py``, ``test_leader.py``,
-``test_kube.py``) share it and the Karta and workload builders below.
+``test_kube.py``, ``test_crdsync.py``, ``test_livesamples.py``, ``test_status.py``) share it
+and the Karta, CRD and workload builders below.
+
+Besides Kartas it serves any collection put in :attr:`FakeAPI.collections` (paged lists with
+``limit``/``continue``, watches scripted per path), answers 403 for paths in ``forbidden``
+with the API server's Forbidden ``Status``, and applies JSON merge patches to a Karta's
+``status`` subresource with the resourceVersion precondition.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import json
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -35,11 +42,47 @@ from webhook.registry import State
 
 ROOT = Path(__file__).resolve().parent.parent
 KARTAS = "/apis/run.ai/v1alpha1/kartas"
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+TRAINERS = "/apis/example.com/v1/trainerz"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/karta-system/leases"
 MWC = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/karta-webhook"
 VWC = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/karta-webhook"
 TRAINER = GVK("example.com", "v1", "Trainer")
 POLICY = parse_policy({"rules": [{"name": "kai", "schedulerName": "kai-scheduler"}]})
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: objects merge key by key, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+def forbidden(path: str, verb: str) -> dict[str, Any]:
+    """The API server's answer to a request RBAC does not allow (recorded shape)."""
+    parts = path.strip("/").split("/")
+    group, resource = (parts[1], parts[3]) if parts[0] == "apis" else ("", parts[2])
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": (
+            f"{resource}{'.' + group if group else ''} is forbidden: User "
+            '"system:serviceaccount:karta-system:karta-webhook" cannot '
+            f'{"list" if verb == "get" else verb} resource "{resource}" in API group "{group}" '
+            "at the cluster scope"
+        ),
+        "reason": "Forbidden",
+        "details": {"group": group, "kind": resource},
+        "code": 403,
+    }
 
 
 def status(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -64,6 +107,13 @@ class FakeAPI:
         self.objects: dict[str, dict[str, Any]] = {}  # path -> object (leases, configurations)
         self.discovery: dict[str, dict[str, Any]] = {}
         self.watches: queue.Queue[list[dict[str, Any]] | int] = queue.Queue()
+        #: path -> (apiVersion, list kind, objects by name): collections other than Kartas
+        self.collections: dict[str, tuple[str, str, dict[str, dict[str, Any]]]] = {}
+        self.collection_watches: dict[str, queue.Queue[list[dict[str, Any]] | int]] = {}
+        self.forbidden: set[str] = set()
+        self.delays: dict[str, float] = {}  # path -> seconds before answering (a slow server)
+        self.patches: list[tuple[str, str, Any]] = []  # (path, content type, body)
+        self.queries: list[tuple[str, dict[str, str]]] = []
         self.requests: list[tuple[str, str]] = []
         self.rv = 100
         self.lock = threading.Lock()
@@ -95,6 +145,9 @@ class FakeAPI:
 
             def do_POST(self) -> None:
                 fake.handle(self, "POST")
+
+            def do_PATCH(self) -> None:
+                fake.handle(self, "PATCH")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -129,9 +182,20 @@ class FakeAPI:
         path = url.path
         kind = "WATCH" if query.get("watch") in ("true", "True", "1") else method
         self.requests.append((kind, path))
-        body = h._body() if method in ("PUT", "POST") else None
+        self.queries.append((path, query))
+        body = h._body() if method in ("PUT", "POST", "PATCH") else None
+        if path in self.delays:
+            time.sleep(self.delays[path])
+        if path in self.forbidden:
+            return h._send(403, forbidden(path, "watch" if kind == "WATCH" else method.lower()))
         if path == KARTAS and kind == "WATCH":
-            return self.watch(h)
+            return self.watch(h, self.watches)
+        if path in self.collections and kind == "WATCH":
+            return self.watch(h, self.collection_watches.setdefault(path, queue.Queue()))
+        if path in self.collections and method == "GET":
+            return h._send(200, self.list_page(path, query))
+        if method == "PATCH" and path.startswith(KARTAS + "/") and path.endswith("/status"):
+            return self.patch_status(h, path, body)
         if path == KARTAS:
             items = [copy.deepcopy(k) for _, k in sorted(self.kartas.items())]
             return h._send(
@@ -163,9 +227,50 @@ class FakeAPI:
             return h._send(201, body)
         h._send(404, status(404, "NotFound", f"{path} not found"))
 
-    def watch(self, h: Any) -> None:
+    def list_page(self, path: str, query: dict[str, str]) -> dict[str, Any]:
+        """A page of a collection, as the API server pages: ``limit`` objects in name order and
+        a ``continue`` token while more remain."""
+        api_version, list_kind, objects = self.collections[path]
+        names = sorted(objects)
+        start = int(query.get("continue") or 0)
+        limit = int(query.get("limit") or 0) or len(names)
+        page = names[start : start + limit]
+        meta: dict[str, Any] = {"resourceVersion": str(self.rv)}
+        if start + limit < len(names):
+            meta["continue"] = str(start + limit)
+            meta["remainingItemCount"] = len(names) - start - limit
+        items = [copy.deepcopy(objects[n]) for n in page]
+        return {"apiVersion": api_version, "kind": list_kind, "metadata": meta, "items": items}
+
+    def patch_status(self, h: Any, path: str, body: Any) -> None:
+        """``PATCH .../kartas/NAME/status`` with a JSON merge patch: only ``status`` changes
+        (the status subresource ignores the rest), a ``metadata.resourceVersion`` in the patch
+        must match, the resourceVersion moves on and the generation does not."""
+        self.patches.append((path, h.headers.get("Content-Type", ""), copy.deepcopy(body)))
+        if h.headers.get("Content-Type") != "application/merge-patch+json":
+            return h._send(415, status(415, "UnsupportedMediaType", "unsupported patch type"))
+        name = path[len(KARTAS) + 1 : -len("/status")]
+        current = self.kartas.get(name)
+        if current is None:
+            return h._send(404, status(404, "NotFound", f'kartas.run.ai "{name}" not found'))
+        want_rv = (body.get("metadata") or {}).get("resourceVersion")
+        if want_rv is not None and want_rv != current["metadata"]["resourceVersion"]:
+            return h._send(
+                409,
+                status(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on kartas.run.ai "{name}": the object has '
+                    "been modified; please apply your changes to the latest version and try again",
+                ),
+            )
+        current["status"] = merge_patch(current.get("status"), body.get("status"))
+        current["metadata"]["resourceVersion"] = self.next_rv()
+        return h._send(200, current)
+
+    def watch(self, h: Any, scripts: queue.Queue[list[dict[str, Any]] | int]) -> None:
         try:
-            script = self.watches.get(timeout=0.2)
+            script = scripts.get(timeout=0.2)
         except queue.Empty:
             script = []
         if isinstance(script, int):
@@ -294,3 +399,144 @@ class Clock:
 
     def __call__(self) -> float:
         return self.t
+
+
+# --------------------------------------------------------------------------- recorded objects
+
+
+def stored(obj: dict, rv: str, generation: int = 1) -> dict:
+    """``obj`` as the API server returns it: uid, resourceVersion, generation, creation time and
+    managed fields set (a Karta's ``status`` is its own business)."""
+    out = copy.deepcopy(obj)
+    meta = out.setdefault("metadata", {})
+    name = meta.get("name", "")
+    meta.update(
+        {
+            "uid": meta.get("uid") or str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
+            "resourceVersion": rv,
+            "generation": generation,
+            "creationTimestamp": meta.get("creationTimestamp") or "2026-05-01T00:00:00Z",
+            "managedFields": [
+                {
+                    "apiVersion": out.get("apiVersion", "v1"),
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:spec": {".": {}}},
+                    "manager": "kubectl-client-side-apply",
+                    "operation": "Update",
+                    "time": "2026-05-01T00:00:00Z",
+                }
+            ],
+        }
+    )
+    return out
+
+
+def trainer_crd(
+    versions: tuple[str, ...] = ("v1",), rv: str = "5", plural: str = "trainerz"
+) -> dict:
+    """The CRD of example.com Trainer (a kind outside the catalog) as the API server stores it:
+    every served version with the same schema, descriptions, the last-applied annotation and
+    the status the API server sets."""
+    template = {
+        "type": "object",
+        "description": "Pod template of the trainer.",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "properties": {
+            "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "spec": {
+                "type": "object",
+                "description": "PodSpec.",
+                "required": ["containers"],
+                "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {
+                    "containers": {
+                        "type": "array",
+                        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                    }
+                },
+            },
+        },
+    }
+    schema = {
+        "type": "object",
+        "description": "Trainer runs a training job.",
+        "properties": {
+            "apiVersion": {"type": "string", "description": "APIVersion of this object."},
+            "kind": {"type": "string", "description": "Kind of this object."},
+            "metadata": {"type": "object"},
+            "spec": {
+                "type": "object",
+                "required": ["template"],
+                "properties": {
+                    "replicas": {"type": "integer", "default": 1, "description": "Replicas."},
+                    "template": copy.deepcopy(template),
+                    "other": copy.deepcopy(template),
+                    "description": {"type": "string", "description": "A field named description."},
+                },
+            },
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        },
+    }
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{plural}.example.com",
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+        },
+        "spec": {
+            "group": "example.com",
+            "names": {
+                "kind": "Trainer",
+                "listKind": "TrainerList",
+                "plural": plural,
+                "singular": "trainer",
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": v,
+                    "served": True,
+                    "storage": i == 0,
+                    "schema": {"openAPIV3Schema": copy.deepcopy(schema)},
+                    "subresources": {"status": {}},
+                }
+                for i, v in enumerate(versions)
+            ],
+            "conversion": {"strategy": "None"},
+        },
+        "status": {
+            "acceptedNames": {
+                "kind": "Trainer",
+                "listKind": "TrainerList",
+                "plural": plural,
+                "singular": "trainer",
+            },
+            "conditions": [
+                {
+                    "type": "Established",
+                    "status": "True",
+                    "reason": "InitialNamesAccepted",
+                    "message": "the initial names have been accepted",
+                    "lastTransitionTime": "2026-05-01T00:00:00Z",
+                }
+            ],
+            "storedVersions": [versions[0]],
+        },
+    }
+    return stored(crd, rv)
+
+
+def crd_fixture(file: str, rv: str = "6") -> dict:
+    """A CRD of ``tests/crds`` as the API server would return it."""
+    doc = yaml.safe_load((ROOT / "tests" / "crds" / file).read_text())
+    return stored(doc, rv)
+
+
+def install_crds(fake: FakeAPI, *crds: dict) -> None:
+    """Serve ``crds`` at the CRD collection (an empty one when none is given)."""
+    fake.collections[CRDS] = (
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinitionList",
+        {c["metadata"]["name"]: c for c in crds},
+    )

@@ -4,7 +4,17 @@ server runs on the catalog alone."""
 from __future__ import annotations
 
 import pytest
-from fakeapi import MWC, TRAINER, FakeAPI, install_configs, karta, wait_for
+from fakeapi import (
+    KARTAS,
+    MWC,
+    TRAINER,
+    FakeAPI,
+    install_configs,
+    install_crds,
+    karta,
+    trainer_crd,
+    wait_for,
+)
 from helpers import ENGINE
 
 from webhook.kube import start
@@ -13,13 +23,42 @@ from webhook.registry import State
 
 def test_start_runs_sync_and_keeper_threads(fake: FakeAPI) -> None:
     install_configs(fake)
+    install_crds(fake, trainer_crd())
     fake.kartas["trainer"] = karta("trainer")
     state = State(bundled=False, watch_cluster=True)
     cluster = start(state, ENGINE, api=fake.api(), namespace="karta-system")
+    assert cluster is not None
     try:
         assert wait_for(lambda: state.ready and state.snapshot.registry.lookup(TRAINER) is not None)
         assert wait_for(lambda: fake.seen("PUT", MWC) >= 1)
         assert [o["metadata"]["name"] for o in cluster.objects()] == ["trainer"]
+        # the CRDs reach the snapshot, the leader writes the Karta's status, /validate can
+        # read live objects
+        assert wait_for(lambda: state.snapshot.crds is not None and TRAINER in state.snapshot.crds)
+        assert wait_for(lambda: fake.seen("PATCH", f"{KARTAS}/trainer/status") == 1)
+        conds = {c["type"]: c["status"] for c in fake.kartas["trainer"]["status"]["conditions"]}
+        assert conds == {"Validated": "True", "CRDExists": "True", "Ready": "True"}
+        assert state.live_samples is not None
+    finally:
+        cluster.stop()
+    assert not any(
+        t.is_alive()
+        for t in (cluster.sync._thread, cluster.crds._thread, cluster.status._thread)  # type: ignore[union-attr]
+        if t is not None
+    )
+
+
+def test_start_without_live_samples_or_status(fake: FakeAPI) -> None:
+    install_crds(fake)
+    state = State(bundled=False, watch_cluster=True)
+    cluster = start(
+        state, ENGINE, api=fake.api(), keep_webhooks=False, write_status=False, live_samples=0
+    )
+    assert cluster is not None
+    try:
+        assert cluster.keeper is None and cluster.status is None
+        assert state.live_samples is None
+        assert wait_for(lambda: state.snapshot.crds is not None)
     finally:
         cluster.stop()
 
@@ -36,3 +75,15 @@ def test_serve_flags() -> None:
 
     args = build_parser().parse_args(["serve", "--kubeconfig", "kc", "--no-kube"])
     assert args.kubeconfig == "kc" and args.no_kube
+    assert args.live_samples == 20
+    assert build_parser().parse_args(["serve", "--live-samples", "0"]).live_samples == 0
+
+
+@pytest.mark.parametrize("n", ["-1", "51"])
+def test_serve_refuses_live_samples_out_of_range(
+    n: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from webhook.cli import main
+
+    assert main(["serve", "--live-samples", n, "--no-kube"]) == 2
+    assert "--live-samples must be between 0 and 50" in capsys.readouterr().err

@@ -373,6 +373,28 @@ def test_rbac_least_privilege(base: list[Obj]) -> None:
         }  # fmt: skip
 
     assert verbs(cluster_rules, "run.ai", "kartas") == {"get", "list", "watch"}
+    assert verbs(cluster_rules, "run.ai", "kartas/status") == {"patch"}
+    assert verbs(cluster_rules, "apiextensions.k8s.io", "customresourcedefinitions") == {
+        "get",
+        "list",
+        "watch",
+    }
+    # Live samples: list (only) of every kind of the catalog, and of nothing else.
+    for group, _, resources in WORKLOAD_RULES:
+        for resource in resources:
+            assert verbs(cluster_rules, group, resource) == {"list"}, (group, resource)
+    workloads = {(g, r) for g, _, rs in WORKLOAD_RULES for r in rs}
+    own = {
+        ("run.ai", "kartas"),
+        ("run.ai", "kartas/status"),
+        ("apiextensions.k8s.io", "customresourcedefinitions"),
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+    }
+    granted = {
+        (g, r) for rule in cluster_rules for g in rule["apiGroups"] for r in rule["resources"]
+    }
+    assert granted == workloads | own
     for resource in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
         assert verbs(cluster_rules, "admissionregistration.k8s.io", resource) == {
             "get",
@@ -543,6 +565,17 @@ def test_crd_names(crd: Obj) -> None:
             "name": "Root Component",
             "type": "string",
             "jsonPath": ".spec.structureDefinition.rootComponent.name",
+        },
+        # written by the leader (webhook.kartastatus): why a definition is or is not in use
+        {
+            "name": "Ready",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+        },
+        {
+            "name": "Message",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="Ready")].message',
         },
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]

@@ -844,3 +844,21 @@ def test_samples_are_not_used_without_a_root_kind() -> None:
     r = run(d)
     assert r.samples == 0 and r.gvk is None
     assert any("no full kind" in w for w in r.warnings)
+
+
+def test_values_of_live_objects_are_never_quoted() -> None:
+    """A live object read from the cluster may hold what the Karta's author cannot read: its
+    values appear in messages by type only (a catalog sample's by its JSON)."""
+    d = base()
+    child(d)["instanceIdPath"] = ".spec.replicatedJobs[] | .template.spec.template.spec"
+    secret = {**SAMPLE, "metadata": {"name": "t", "namespace": "n"}}
+    secret["spec"] = copy.deepcopy(SAMPLE["spec"])
+    secret["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0][
+        "env"
+    ] = [{"name": "TOKEN", "value": "hunter2"}]
+    r = run(d, [("cluster:n/t", secret)])
+    assert not r.ok
+    assert all("hunter2" not in e.message for e in r.errors), r.errors
+    assert any("gave an object on sample cluster:n/t" in e.message for e in r.errors), r.errors
+    r = run(d, [("train.yaml", secret)])
+    assert any("hunter2" in e.message or "containers" in e.message for e in r.errors)

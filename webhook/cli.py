@@ -26,7 +26,7 @@ from webhook.errors import InputError, KartaError
 from webhook.gvk import GVK
 from webhook.handlers import mutate_object, validate
 from webhook.jqexpr import Engine
-from webhook.limits import EVAL_TIMEOUT
+from webhook.limits import EVAL_TIMEOUT, LIVE_SAMPLES, MAX_LIVE_SAMPLES
 from webhook.policy import EMPTY, load_policy
 from webhook.registry import Registry, load_registry
 from webhook.samples import SampleIndex
@@ -263,6 +263,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not args.no_kube and args.kubeconfig and not Path(args.kubeconfig).is_file():
         _err(f"serve: {args.kubeconfig}: no such file (--kubeconfig)")
         return EXIT_INPUT
+    if not 0 <= args.live_samples <= MAX_LIVE_SAMPLES:
+        _err(f"serve: --live-samples must be between 0 and {MAX_LIVE_SAMPLES}")
+        return EXIT_INPUT
     from webhook.registry import State
 
     # First what can be wrong with the input (exit 2), before anything is set up for serving.
@@ -276,7 +279,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cert, key = Path(args.tls_cert), Path(args.tls_key)
     else:
         cert, key = serving.dev_certificate(Path(args.certs_dir), args.port)
-    worker_start = [] if args.no_kube else [serving.cluster_start(args.kubeconfig, cert)]
+    worker_start = (
+        []
+        if args.no_kube
+        else [serving.cluster_start(args.kubeconfig, cert, live_samples=args.live_samples)]
+    )
     try:
         return serving.run(
             state,
@@ -439,6 +446,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-kube",
         action="store_true",
         help="no cluster: serve the catalog and --catalog definitions only",
+    )
+    s.add_argument(
+        "--live-samples",
+        type=int,
+        default=LIVE_SAMPLES,
+        metavar="N",
+        help="live objects of a Karta's root kind the validating webhook reads from the "
+        f"cluster and checks the definition against (default {LIVE_SAMPLES}, 0: none)",
     )
     s.set_defaults(func=cmd_serve)
 

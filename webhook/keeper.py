@@ -113,6 +113,7 @@ class WebhookConfigKeeper(Daemon):
         self.writes = 0
         self._kinds: list[GVK] = state.snapshot.registry.kinds()
         self._operations: tuple[str, ...] = state.snapshot.policy.operations
+        self._served: tuple[GVK, ...] = ()
         self._dirty = True
         self._wake = threading.Event()
         self._last_reconcile = 0.0
@@ -120,8 +121,11 @@ class WebhookConfigKeeper(Daemon):
     def on_snapshot(self, snap: Snapshot) -> None:
         kinds = snap.registry.kinds()
         operations = snap.policy.operations
-        if kinds != self._kinds or operations != self._operations:
-            self._kinds, self._operations = kinds, operations
+        # A CRD installed (or removed) for a kind with a definition changes its rule's plural
+        # and scope, which discovery now knows: reconcile then, not at the next resync.
+        served = tuple(k for k in kinds if snap.crds is not None and k in snap.crds)
+        if kinds != self._kinds or operations != self._operations or served != self._served:
+            self._kinds, self._operations, self._served = kinds, operations, served
             self._dirty = True
             self._wake.set()
 

@@ -1,8 +1,12 @@
-"""The cluster side of the server, wired: the Karta sync and the webhook keeper.
+"""The cluster side of the server, wired: the Karta and CRD syncs, the webhook keeper, the
+status writer and the live-object reader.
 
 :func:`start` runs in each gunicorn worker (threads do not survive a fork): a
-:class:`~webhook.kartasync.ClusterSync` feeding the worker's state, and a
-:class:`~webhook.keeper.WebhookConfigKeeper` with its :class:`~webhook.leader.LeaseElector`.
+:class:`~webhook.kartasync.ClusterSync` and a :class:`~webhook.crdsync.CRDSync` feeding the
+worker's state, a :class:`~webhook.keeper.WebhookConfigKeeper` and a
+:class:`~webhook.kartastatus.StatusWriter` sharing one :class:`~webhook.leader.LeaseElector`
+(the keeper renews it; both write only while this process leads), and a
+:class:`~webhook.livesamples.LiveSampler` that ``/validate`` finds on the state.
 """
 
 from __future__ import annotations
@@ -12,28 +16,41 @@ from typing import Any
 
 from kubernetes import client
 
+from webhook.crdsync import CRDSync
 from webhook.jqexpr import Engine
+from webhook.kartastatus import StatusWriter
 from webhook.kartasync import ClusterSync
 from webhook.keeper import WebhookConfigKeeper
-from webhook.kubeapi import api_client_from_config, pod_namespace
+from webhook.kubeapi import Daemon, api_client_from_config, pod_namespace
 from webhook.leader import LeaseElector
+from webhook.limits import LIVE_SAMPLES
+from webhook.livesamples import LiveSampler, no_retry_client
 from webhook.registry import State
 
 
 class Cluster:
-    """What :func:`start` started: stop both with :meth:`stop`."""
+    """What :func:`start` started: stop it all with :meth:`stop`."""
 
-    def __init__(self, sync: ClusterSync, keeper: WebhookConfigKeeper | None) -> None:
+    def __init__(
+        self,
+        sync: ClusterSync,
+        keeper: WebhookConfigKeeper | None,
+        crds: CRDSync | None = None,
+        status: StatusWriter | None = None,
+    ) -> None:
         self.sync = sync
         self.keeper = keeper
+        self.crds = crds
+        self.status = status
 
     def objects(self) -> list[dict[str, Any]]:
         return self.sync.objects()
 
     def stop(self) -> None:
-        self.sync.stop()
-        if self.keeper is not None:
-            self.keeper.stop()
+        jobs: list[Daemon | None] = [self.sync, self.crds, self.status, self.keeper]
+        for job in jobs:
+            if job is not None:
+                job.stop()
 
 
 def start(
@@ -45,27 +62,42 @@ def start(
     ca_file: str | Path | None = None,
     namespace: str | None = None,
     keep_webhooks: bool = True,
+    write_status: bool = True,
+    live_samples: int = LIVE_SAMPLES,
     resync_seconds: float = 600.0,
 ) -> Cluster | None:
-    """Start the cluster sync (and, unless ``keep_webhooks`` is false, the webhook keeper with
-    its leader election) in daemon threads; None when there is no cluster configuration, in
-    which case the server runs on the catalog alone and ``state`` is marked synced.
+    """Start the cluster side in daemon threads (see the module docstring); None when there is
+    no cluster configuration, in which case the server runs on the catalog alone and ``state``
+    is marked synced.
 
     Call it per gunicorn worker, after fork (threads do not survive a fork). ``state`` should be
-    created with ``watch_cluster=True``; ``engine`` checks the Kartas it reads; ``ca_file`` is the CA to publish as ``caBundle``
-    (e.g. the mounted ``ca.crt``), None to leave caBundle to someone else (cert-manager).
+    created with ``watch_cluster=True``; ``engine`` checks the Kartas it reads; ``ca_file`` is
+    the CA to publish as ``caBundle`` (e.g. the mounted ``ca.crt``), None to leave caBundle to
+    someone else (cert-manager). ``keep_webhooks`` and ``write_status`` turn the two leader jobs
+    on or off; ``live_samples`` is how many live objects of a Karta's root kind ``/validate``
+    reads (0: none).
     """
     api = api or api_client_from_config(kubeconfig)
     if api is None:
         if not state.ready:
             state.set_cluster([])
         return None
+    if live_samples > 0:
+        state.live_samples = LiveSampler(no_retry_client(api), live_samples)
     sync = ClusterSync(state, api, engine, resync_seconds=resync_seconds)
+    crds = CRDSync(state, api)
+    elector = (
+        LeaseElector(api, namespace or pod_namespace()) if keep_webhooks or write_status else None
+    )
     keeper = None
     if keep_webhooks:
-        elector = LeaseElector(api, namespace or pod_namespace())
         keeper = WebhookConfigKeeper(state, api, elector=elector, ca_file=ca_file)
         state.listeners.append(keeper.on_snapshot)
-        keeper.start()
-    sync.start()
-    return Cluster(sync, keeper)
+    status = None
+    if write_status:
+        status = StatusWriter(state, api, elector=elector, renews=keeper is None)
+        state.listeners.append(status.on_snapshot)
+    for job in (keeper, status, crds, sync):
+        if job is not None:
+            job.start()
+    return Cluster(sync, keeper, crds, status)

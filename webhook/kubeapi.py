@@ -35,6 +35,10 @@ def log_event(event: str, level: int = logging.INFO, **fields: Any) -> None:
 # --------------------------------------------------------------------------- raw API calls
 
 
+class ResponseTooLarge(KartaError):
+    """A response body over the ``max_bytes`` a caller allowed (the rest is not read)."""
+
+
 def request(
     api: client.ApiClient,
     method: str,
@@ -42,11 +46,18 @@ def request(
     body: Any = None,
     query: list[tuple[str, Any]] | None = None,
     timeout: float = 10.0,
+    *,
+    content_type: str = "application/json",
+    max_bytes: int | None = None,
 ) -> Any:
-    """One JSON request with the client's host, auth and TLS; raises :class:`ApiException`."""
+    """One JSON request with the client's host, auth and TLS; raises :class:`ApiException`.
+
+    ``content_type`` is the body's (``application/merge-patch+json`` for a merge patch);
+    with ``max_bytes``, a longer response is cut off and :class:`ResponseTooLarge` raised.
+    """
     headers = {"Accept": "application/json"}
     if body is not None:
-        headers["Content-Type"] = "application/json"
+        headers["Content-Type"] = content_type
     params = api.param_serialize(
         method,
         path,
@@ -56,13 +67,29 @@ def request(
         auth_settings=["BearerToken"],
     )
     resp: Any = api.call_api(*params, _request_timeout=timeout)
-    resp.read()
-    data: bytes = resp.data or b""
+    data = _read(resp, max_bytes)
     if not 200 <= resp.status <= 299:
         raise ApiException.from_response(
             http_resp=resp, body=data.decode("utf-8", "replace"), data=None
         )
     return json.loads(data) if data else None
+
+
+def _read(resp: Any, max_bytes: int | None) -> bytes:
+    if max_bytes is None:
+        resp.read()
+        return bytes(resp.data or b"")
+    raw = resp.response  # urllib3's response, not yet read (the client never preloads)
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := raw.read(64 * 1024):
+        size += len(chunk)
+        if size > max_bytes:
+            raw.close()  # drop the connection rather than read the rest
+            raise ResponseTooLarge(f"response larger than {max_bytes} bytes")
+        chunks.append(chunk)
+    resp.data = b"".join(chunks)
+    return bytes(resp.data)
 
 
 def api_client_from_config(kubeconfig: str | None = None) -> client.ApiClient | None:

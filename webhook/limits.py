@@ -89,3 +89,21 @@ MAX_SYNTHESISED_NODES: Final = 2000
 MAX_SUITE_FILES: Final = 1000
 #: Cases (inputs) in one test-suite file.
 MAX_SUITE_CASES: Final = 1000
+
+# --------------------------------------------------------------------------- cluster
+
+#: CRDs per list request of the CRD watch: a CRD can be hundreds of kilobytes, so a page of
+#: 50 keeps the decoded page (the only moment a whole CRD is in memory) to tens of megabytes.
+CRD_PAGE_SIZE: Final = 50
+#: Live objects of a Karta's root kind /validate reads by default (``serve --live-samples``).
+LIVE_SAMPLES: Final = 20
+#: The most ``--live-samples`` may ask for: each object may be as large as the API server
+#: accepts, and all of them are read and checked within the validation budget.
+MAX_LIVE_SAMPLES: Final = 50
+#: Bound on reading live objects, part of :data:`VALIDATE_BUDGET` (the check gets the rest).
+LIVE_SAMPLES_TIMEOUT: Final = VALIDATE_BUDGET / 3
+#: Errors quoted in a Karta's ``Validated`` condition, and the bound on its message.
+STATUS_ERRORS: Final = 3
+STATUS_MESSAGE_CHARS: Final = 2048
+#: Bytes of the one list response that carries the live objects (larger: none are used).
+LIVE_SAMPLES_BYTES: Final = 16 * 1024 * 1024

@@ -13,15 +13,17 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from webhook.crds import SchemaIndex
 from webhook.definitions import Karta, catalog_dir, load_files
 from webhook.documents import yaml_files
 from webhook.errors import KartaError
 from webhook.gvk import GVK
 from webhook.policy import EMPTY, Policy, load_policy
+from webhook.samples import Sample
 
 log = logging.getLogger("karta_webhook")
 
@@ -67,12 +69,25 @@ def _load_catalogs(extra: Sequence[Path | str], *, bundled: bool) -> list[Karta]
 @dataclass(frozen=True)
 class Snapshot:
     """What one request sees: definitions and policy, swapped together, never half-updated;
-    and the Karta objects the cluster has (loaded or not), which ``/validate`` checks a new
-    one against (one Karta per root kind)."""
+    the Karta objects the cluster has (loaded or not), which ``/validate`` checks a new one
+    against (one Karta per root kind), and why each of them that is not in use is not
+    (``cluster_errors``, by name); the schemas of the CustomResourceDefinitions the cluster
+    serves (``crds``: None until a CRD sync has listed them, or when none runs)."""
 
     registry: Registry
     policy: Policy
     cluster_kartas: tuple[Mapping[str, Any], ...] = ()
+    cluster_errors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    crds: SchemaIndex | None = None
+
+
+class LiveSamples(Protocol):
+    """Reads up to a configured number of live objects of a kind from the cluster, within
+    ``timeout`` seconds: the samples, and warnings for what could not be read."""
+
+    def __call__(
+        self, gvk: GVK, crds: SchemaIndex | None, timeout: float
+    ) -> tuple[list[Sample], list[str]]: ...
 
 
 class State:
@@ -100,10 +115,14 @@ class State:
         self._file_defs: list[Karta] = []
         self._cluster_defs: list[Karta] = []
         self._cluster_objects: tuple[Mapping[str, Any], ...] = ()
+        self._cluster_errors: Mapping[str, tuple[str, ...]] = {}
+        self._crds: SchemaIndex | None = None
         self._policy: Policy = EMPTY
         self._stamps: dict[str, tuple[tuple[str, float, int], ...]] = {}
         self.cluster_synced = not watch_cluster
         self.listeners: list[Callable[[Snapshot], None]] = []
+        #: set by the cluster side when ``/validate`` may read live objects (``--live-samples``)
+        self.live_samples: LiveSamples | None = None
         # Fail fast at startup: a bad catalog or policy is an error before serving, not after.
         self._file_defs = self._load_defs()
         self._policy = self._load_policy()
@@ -170,15 +189,25 @@ class State:
         self._policy = self._load_policy()
 
     def set_cluster(
-        self, kartas: Iterable[Karta], objects: Iterable[Mapping[str, Any]] = ()
+        self,
+        kartas: Iterable[Karta],
+        objects: Iterable[Mapping[str, Any]] = (),
+        errors: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         """Replace the cluster's definitions (all of them: a list, or the state after a watch
-        event) and the raw Karta objects they came from (usable or not), and mark the first
-        list as applied."""
+        event), the raw Karta objects they came from (usable or not) and, by name, why those
+        not in use are not; and mark the first list as applied."""
         with self._lock:
             self._cluster_defs = list(kartas)
             self._cluster_objects = tuple(objects)
+            self._cluster_errors = {k: tuple(v) for k, v in (errors or {}).items()}
             self.cluster_synced = True
+            self._publish()
+
+    def set_crds(self, crds: SchemaIndex) -> None:
+        """Replace the schemas of the cluster's CustomResourceDefinitions (all of them)."""
+        with self._lock:
+            self._crds = crds
             self._publish()
 
     def _publish(self) -> None:
@@ -186,6 +215,8 @@ class State:
             Registry([*self._file_defs, *self._cluster_defs]),
             self._policy,
             self._cluster_objects,
+            self._cluster_errors,
+            self._crds,
         )
         self.snapshot = snap
         for listener in list(self.listeners):

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from flask import Flask, Response, request
@@ -27,6 +27,7 @@ from webhook.jqexpr import Engine
 from webhook.limits import (
     DRAIN_LIMIT,
     EVAL_TIMEOUT,
+    LIVE_SAMPLES_TIMEOUT,
     MAX_BODY,
     VALIDATE_BUDGET,
     VALIDATE_CONCURRENCY,
@@ -125,14 +126,20 @@ def create_app(
         if not hooks.validations.acquire(timeout=wait):
             return _busy(req)
         try:
-            return handlers.validate(
+            start = time.monotonic()
+            cluster, warnings = _cluster_inputs(req, snap, state)
+            result = handlers.validate(
                 req,
                 hooks.samples(),
                 snap.cluster_kartas,
                 hooks.validate_engine,
                 timeout=hooks.validate_timeout,
-                budget=VALIDATE_BUDGET,
+                # what the live list took comes out of the budget, but the check keeps half
+                budget=max(VALIDATE_BUDGET / 2, VALIDATE_BUDGET - (time.monotonic() - start)),
+                **cluster,
             )
+            result.response.warnings.extend(f"karta-webhook: {w}" for w in warnings)
+            return result
         finally:
             hooks.validations.release()
 
@@ -188,6 +195,41 @@ def create_app(
         return _text(500, "internal error")
 
     return app
+
+
+def _judged(req: admission.Request) -> bool:
+    """Whether ``/validate`` checks this request (the others are allowed unchecked)."""
+    return (
+        req.operation in ("CREATE", "UPDATE")
+        and isinstance(req.object, Mapping)
+        and is_karta_kind(handlers.object_gvk(req))
+        and not handlers.unchanged_or_leaving(req)
+    )
+
+
+def _cluster_inputs(
+    req: admission.Request, snap: Snapshot, state: State
+) -> tuple[dict[str, Any], list[str]]:
+    """What a cluster adds to checking a Karta: the CRD schemas (a root kind without a CRD is
+    then admitted with a warning) and live objects of the root kind, read within
+    :data:`LIVE_SAMPLES_TIMEOUT` (part of the validation budget), with warnings for what could
+    not be read. Only what is known is passed: offline, the check runs as in the CLI."""
+    extra: dict[str, Any] = {}
+    if snap.crds is not None:
+        extra["schemas"] = snap.crds
+        extra["crd_required"] = True
+    live = state.live_samples
+    gvk = definitions.root_gvk(req.object) if live is not None and _judged(req) else None
+    if live is None or gvk is None or is_karta_kind(gvk):
+        return extra, []
+    try:
+        samples, warnings = live(gvk, snap.crds, LIVE_SAMPLES_TIMEOUT)
+    except Exception as e:  # reading is best effort: never the reason a Karta is denied
+        log.exception("reading live samples failed")
+        samples, warnings = [], [f"live objects of {gvk} not read ({type(e).__name__}: {e})"]
+    if samples:
+        extra["live_samples"] = samples
+    return extra, warnings
 
 
 def _busy(req: admission.Request) -> handlers.Result:

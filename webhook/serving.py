@@ -23,7 +23,7 @@ from flask import Flask
 from webhook import metrics
 from webhook.certs import CertError
 from webhook.jqexpr import Engine
-from webhook.limits import EVAL_TIMEOUT
+from webhook.limits import EVAL_TIMEOUT, LIVE_SAMPLES
 from webhook.registry import State
 from webhook.samples import SampleIndex
 from webhook.sandbox import Sandbox
@@ -56,18 +56,24 @@ def dev_certificate(certs_dir: Path, port: int) -> tuple[Path, Path]:
     return paths.cert, paths.key
 
 
-def cluster_start(kubeconfig: str | None, certfile: Path) -> WorkerStart:
-    """The per-worker start of the cluster sync and webhook keeper (:func:`webhook.kube.start`).
+def cluster_start(
+    kubeconfig: str | None, certfile: Path, *, live_samples: int = LIVE_SAMPLES
+) -> WorkerStart:
+    """The per-worker start of the cluster side (:func:`webhook.kube.start`).
 
     The ``ca.crt`` beside the serving certificate, when there is one (the mounted Secret, or
-    ``karta-webhook certs`` output), is what the keeper publishes as ``caBundle``.
+    ``karta-webhook certs`` output), is what the keeper publishes as ``caBundle``;
+    ``live_samples`` is how many live objects ``/validate`` reads (0: none).
     """
     from webhook import kube
     from webhook.certs import CA_CERT_FILE
 
     ca_file = Path(certfile).parent / CA_CERT_FILE
     return functools.partial(
-        kube.start, kubeconfig=kubeconfig, ca_file=ca_file if ca_file.is_file() else None
+        kube.start,
+        kubeconfig=kubeconfig,
+        ca_file=ca_file if ca_file.is_file() else None,
+        live_samples=live_samples,
     )
 
 

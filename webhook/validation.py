@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,7 @@ from webhook.gvk import GVK
 from webhook.jqexpr import Engine, Outcome, Path_, plain, pointer
 from webhook.jqpath import Index, Iterate, Key, Step
 from webhook.limits import COMPILE_TIMEOUT, EVAL_TIMEOUT, MAX_SYNTHESISED_NODES
+from webhook.reader import type_name
 from webhook.samples import Sample
 from webhook.schema_nodes import Schema
 from webhook.schema_samples import apply_defaults, synthesize
@@ -627,7 +629,7 @@ class _Checker:
                     if v is not None and not isinstance(v, list):
                         self.err(
                             f.path,
-                            f"must yield the conditions list (or null); gave {_short(v)} "
+                            f"must yield the conditions list (or null); gave {_shown(v, label)} "
                             f"on sample {label}",
                             "conditions",
                         )
@@ -665,7 +667,7 @@ class _Checker:
             where = f"{pointer(p) or '/'} in sample {label}"
             problem = _shape_problem(f.role, v)
             if problem:
-                self.err(f.path, f"{where} is not {problem}: {_short(v)}", "shape")
+                self.err(f.path, f"{where} is not {problem}: {_shown(v, label)}", "shape")
                 return
 
     def instance_ids(self, f: JqField, out: Outcome, n: int | None, label: str) -> None:
@@ -674,13 +676,14 @@ class _Checker:
         if bad:
             self.err(
                 f.path,
-                f"must yield non-empty strings; gave {_short(bad[0])} on sample {label}",
+                f"must yield non-empty strings; gave {_shown(bad[0], label)} on sample {label}",
                 "ids",
             )
             return
-        dups = sorted({i for i in ids if ids.count(i) > 1})
+        dups = sorted(i for i, k in Counter(ids).items() if k > 1)
         if dups:
-            self.err(f.path, f"yields duplicate id(s) {', '.join(dups)} on sample {label}", "ids")
+            shown = "" if _private(label) else " " + ", ".join(dups)
+            self.err(f.path, f"yields duplicate id(s){shown} on sample {label}", "ids")
             return
         if n is not None and n != UNKNOWN and len(ids) != n:
             self.err(
@@ -700,7 +703,7 @@ class _Checker:
             elif v is not None and as_count(v) is None:
                 self.err(
                     f.path,
-                    f"must yield non-negative integers (or numeric strings); gave {_short(v)} "
+                    f"must yield non-negative integers (or numeric strings); gave {_shown(v, label)} "
                     f"on sample {label}",
                     "scale",
                 )
@@ -823,6 +826,18 @@ def _pointers(locations: frozenset[Path_], limit: int = 3) -> str:
 
 def _timed_out(o: Outcome) -> bool:
     return bool(o.error and o.error.startswith(TIMED_OUT))
+
+
+def _private(label: str) -> bool:
+    """A live object read from the cluster: whoever may create a Karta must not read its
+    values through our messages (the webhook may list objects they cannot)."""
+    return label.startswith("cluster:")
+
+
+def _shown(v: Any, label: str) -> str:
+    """``v`` as a message may quote it: its JSON, cut short, or only its type for a live
+    object's value."""
+    return type_name(v) if _private(label) else _short(v)
 
 
 def _short(v: Any, limit: int = 60) -> str:
