@@ -11,7 +11,6 @@ turns a document into a model or says where its shape is wrong.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,24 +33,12 @@ from webhook.fields import (
 from webhook.gvk import GVK
 from webhook.instructions import Instructions, parse_instructions
 from webhook.reader import Reader, type_name
+from webhook.statusdef import StatusDefinition, parse_status
 
 GROUP = "run.ai"
 VERSION = "v1alpha1"
 KIND = "Karta"
 API_VERSION = f"{GROUP}/{VERSION}"
-
-#: Status categories in upstream's evaluation order (first match wins for our single value).
-STATUS_ORDER = (
-    "resuming",
-    "suspending",
-    "suspended",
-    "running",
-    "failed",
-    "completed",
-    "initializing",
-    "degraded",
-)
-UNDEFINED = "Undefined"
 
 
 def is_karta_kind(gvk: GVK | None) -> bool:
@@ -76,38 +63,6 @@ def not_a_karta(doc: Any) -> str:
 
 
 # --------------------------------------------------------------------------- the model
-
-
-@dataclass(frozen=True)
-class ConditionMatcher:
-    type: str
-    status: str | None = None
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class StatusMatcher:
-    field_path: str
-    by_phase: str | None = None
-    by_conditions: tuple[ConditionMatcher, ...] = ()
-    by_expression: str | None = None
-    expected_result: str | None = None
-
-    @property
-    def empty(self) -> bool:
-        """No clauses: it matches every object."""
-        return self.by_phase is None and not self.by_conditions and self.by_expression is None
-
-
-@dataclass(frozen=True)
-class StatusDefinition:
-    """The parts of a status definition that are not jq fields of :data:`COMPONENT_FIELDS`."""
-
-    type_field: str = "type"
-    status_field: str = "status"
-    message_field: str = "message"
-    reason_field: str = "reason"
-    mappings: Mapping[str, tuple[StatusMatcher, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -200,18 +155,6 @@ def _gvk(r: Reader, value: Any, path: str) -> GVK | None:
     return GVK(group, version, kind)
 
 
-def _scalar_text(r: Reader, value: Any, path: str) -> str | None:
-    """A YAML scalar as the string a user means where upstream wants a string holding JSON
-    (``value: true``) or compares to jq's ``tostring`` (``expectedResult: true``). Objects and
-    lists are not scalars: upstream's schema says string, and they would have to be encoded."""
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, bool | int | float):
-        return json.dumps(value)
-    r.error(path, f"must be a string, got {type_name(value)}")
-    return None
-
-
 def _exprs(r: Reader, d: Mapping[str, Any], path: str) -> dict[Role, str]:
     """Every :data:`COMPONENT_FIELDS` field of a component, read at its place."""
     out: dict[Role, str] = {}
@@ -239,76 +182,6 @@ def _patterns(
     return tuple(found)
 
 
-def _matcher(r: Reader, value: Any, path: str) -> StatusMatcher | None:
-    d = r.obj(value, path)
-    if d is None:
-        return None
-    conditions = []
-    cpath = join_path(path, "byConditions")
-    for i, c in enumerate(r.items(d.get("byConditions"), cpath)):
-        ipath = join_path(cpath, i)
-        cd = r.obj(c, ipath)
-        if cd is None:
-            continue
-        ctype = r.string(cd.get("type"), join_path(ipath, "type"), required=True) or ""
-        conditions.append(
-            ConditionMatcher(
-                ctype,
-                r.string(cd.get("status"), join_path(ipath, "status")),
-                r.string(cd.get("reason"), join_path(ipath, "reason")),
-            )
-        )
-    expression = expected = None
-    epath = join_path(path, "byExpression")
-    ed = r.obj(d.get("byExpression"), epath)
-    if ed is not None:
-        expression = r.string(ed.get("expression"), join_path(epath, "expression"), required=True)
-        # YAML turns `expectedResult: true` into a boolean; the comparison is on jq's
-        # `tostring`, so accept scalars the way a user means them.
-        rpath = join_path(epath, "expectedResult")
-        expected = _scalar_text(r, ed.get("expectedResult"), rpath)
-        if ed.get("expectedResult") is None:
-            r.missing(rpath)
-    return StatusMatcher(
-        field_path=path,
-        by_phase=r.string(d.get("byPhase"), join_path(path, "byPhase")),
-        by_conditions=tuple(conditions),
-        by_expression=expression,
-        expected_result=expected,
-    )
-
-
-def _status(r: Reader, value: Any, path: str) -> StatusDefinition | None:
-    d = r.obj(value, path)
-    if d is None:
-        return None
-    cpath = join_path(path, "conditionsDefinition")
-    cd = r.obj(d.get("conditionsDefinition"), cpath) or {}
-
-    def name(key: str, default: str) -> str:
-        return r.string(cd.get(key), join_path(cpath, key)) or default
-
-    mpath = join_path(path, "statusMappings")
-    md = r.obj(d.get("statusMappings"), mpath) or {}
-    mappings: dict[str, tuple[StatusMatcher, ...]] = {}
-    for key, matchers in md.items():
-        kpath = join_path(mpath, key)
-        if key not in STATUS_ORDER:
-            r.error(kpath, f"unknown status; expected one of {', '.join(STATUS_ORDER)}")
-            continue
-        parsed = [
-            _matcher(r, m, join_path(kpath, i)) for i, m in enumerate(r.items(matchers, kpath))
-        ]
-        mappings[key] = tuple(m for m in parsed if m is not None)
-    return StatusDefinition(
-        type_field=name("typeFieldName", "type"),
-        status_field=name("statusFieldName", "status"),
-        message_field=name("messageFieldName", "message"),
-        reason_field=name("reasonFieldName", "reason"),
-        mappings=mappings,
-    )
-
-
 def _actions(r: Reader, value: Any, path: str) -> tuple[Action, ...]:
     out = []
     for i, a in enumerate(r.items(value, path)):
@@ -319,7 +192,7 @@ def _actions(r: Reader, value: Any, path: str) -> tuple[Action, ...]:
         apath = r.string(ad.get("path"), join_path(ipath, "path"), required=True) or ""
         # Upstream types `value` as a string holding JSON; YAML users write `value: true`.
         vpath = join_path(ipath, "value")
-        raw_value = _scalar_text(r, ad.get("value"), vpath)
+        raw_value = r.scalar_text(ad.get("value"), vpath)
         if ad.get("value") is None:
             r.missing(vpath)
         out.append(Action(apath, raw_value or ""))
@@ -349,10 +222,9 @@ def _component(r: Reader, value: Any, path: str) -> Component | None:
         owner_ref=r.string(d.get("ownerRef"), join_path(path, "ownerRef")),
         exprs=exprs,
         patterns=_patterns(r, d, path, exprs),
-        status=_status(r, d.get("statusDefinition"), join_path(path, "statusDefinition")),
+        status=parse_status(r, d.get("statusDefinition"), join_path(path, "statusDefinition")),
         suspend=_suspend(r, d.get("suspendDefinition"), join_path(path, "suspendDefinition")),
-        type_value=_scalar_text(
-            r,
+        type_value=r.scalar_text(
             selector.get("value"),
             join_path(path, "podSelector.componentTypeSelector.value"),
         ),

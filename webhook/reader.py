@@ -7,6 +7,7 @@ at its JSON field path, and never a ``KeyError`` or ``TypeError``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -68,6 +69,18 @@ class Reader:
     def string(self, value: Any, path: str, *, required: bool = False) -> str | None:
         out: str | None = self._typed(value, path, str, "a string", required)
         return out
+
+    def scalar_text(self, value: Any, path: str) -> str | None:
+        """A YAML scalar as the string a user means where upstream wants a string holding JSON
+        (``value: true``) or compares to jq's ``tostring`` (``expectedResult: true``). Objects
+        and lists are not scalars: upstream's schema says string, and they would have to be
+        encoded."""
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, bool | int | float):
+            return json.dumps(value)
+        self.error(path, f"must be a string, got {type_name(value)}")
+        return None
 
     def at(self, d: Mapping[str, Any], keys: Sequence[str], path: str) -> Mapping[str, Any] | None:
         """The object ``keys`` below ``d`` (``d`` itself for no keys), None when a step is

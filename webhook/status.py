@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from webhook.definitions import STATUS_ORDER, UNDEFINED, StatusDefinition
 from webhook.jqexpr import Outcome
+from webhook.statusdef import STATUS_ORDER, UNDEFINED, StatusDefinition
 
 
 def tostring(expr: str) -> str:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook import gpus, status
-from webhook.definitions import UNDEFINED, Component, Karta
+from webhook.definitions import Component, Karta
 from webhook.fields import (
     COMPONENT_FIELDS,
     FRAGMENTED,
@@ -42,6 +42,7 @@ from webhook.fields import (
 )
 from webhook.gvk import GVK
 from webhook.jqexpr import Engine, Outcome, Path_, getpath
+from webhook.statusdef import UNDEFINED
 
 
 @dataclass(frozen=True)
