@@ -411,7 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1000,
         metavar="N",
-        help="connections per worker; past it the oldest idle or unfinished one is closed",
+        help="connections per worker; past it the oldest one without an answered request "
+        "(else the least recently used idle one) is closed",
     )
     s.add_argument(
         "--client-ca",

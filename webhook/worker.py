@@ -12,10 +12,11 @@ Here the worker's main thread (its poller) does all the waiting:
 * a body over ``max_body`` is read and dropped up to ``drain_limit`` bytes (within the same
   deadline) and answered 413 by the poller; framing it cannot parse is answered 400;
 * idle keep-alive connections wait in the poller (``keepalive`` seconds), as in ``gthread``;
-* at most ``worker_connections`` connections per worker: past that, the oldest idle
-  connection, else the oldest one still handshaking or sending its request, is closed to admit
-  the new one; when every connection is a request being served, the worker stops accepting and
-  new connections wait in the listen backlog;
+* at most ``worker_connections`` connections per worker: past that, a connection is closed to
+  admit the new one: the oldest that has not had a request answered yet (still handshaking,
+  silent, or sending its first request), else the least recently used idle keep-alive one;
+  when every connection is a request being served, the worker stops accepting and new
+  connections wait in the listen backlog;
 * bytes buffered for incomplete requests are bounded per worker (``buffer_budget``): past it,
   connections with large partial bodies stop being read until others finish (their deadline
   still runs).
@@ -58,7 +59,7 @@ PAUSE_MIN = 64 * 1024
 #: How long a connection the worker answered itself is drained before it is closed.
 LINGER = 2.0
 #: Connections accepted per readiness event of a listener.
-ACCEPT_BURST = 64
+ACCEPT_BURST = 32
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class _Conn:
         "out",
         "paused",
         "phase",
+        "served",
         "server",
         "sock",
         "tls",
@@ -124,6 +126,7 @@ class _Conn:
         self.paused = False
         self.closed = False
         self.drained = 0
+        self.served = 0
 
 
 def _response(status: int, text: str) -> bytes:
@@ -278,28 +281,21 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         sock.setblocking(False)
         port = server[1] if isinstance(server, tuple) else None
         tls = bool(self.cfg.is_ssl) and port not in self.limits.plain_ports
-        if tls:
-            try:
-                sock = _gsock.ssl_context(self.cfg).wrap_socket(
-                    sock, server_side=True, do_handshake_on_connect=False
-                )
-            except (OSError, ValueError) as e:
-                self.log.debug("cannot set up TLS for %s: %s", addr, e)
-                sock.close()
-                return
         conn = _Conn(sock, addr, server, tls, self._framer())
         self._open[conn] = None
         self.nr_conns = len(self._open)
-        now = time.monotonic()
-        # A plain connection's first request byte is due when a handshake would be done.
-        self._set_deadline(conn, now + self.limits.handshake_timeout)
+        # TLS is set up when the ClientHello arrives (a silent connection costs a socket only);
+        # a plain connection's first request byte is due when a handshake would be done.
+        self._set_deadline(conn, time.monotonic() + self.limits.handshake_timeout)
         self._want(conn, selectors.EVENT_READ)
 
     def _evict(self) -> bool:
-        """Close the longest-idle connection, else the oldest one not being served."""
-        victim = next(iter(self._idle), None)
+        """Close the oldest connection that has not yet had a request answered and is not
+        being served (still handshaking, silent, or sending), else the least recently used
+        idle keep-alive connection (a client that sends requests keeps its connections)."""
+        victim = next((c for c in self._open if c.phase is not Phase.BUSY and not c.served), None)
         if victim is None:
-            victim = next((c for c in self._open if c.phase is not Phase.BUSY), None)
+            victim = next(iter(self._idle), None)
         if victim is None:
             return False
         self.log.debug("connection limit reached: closing %s (%s)", victim.client, victim.phase)
@@ -338,6 +334,16 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
             self._close(conn)
 
     def _handshake(self, conn: _Conn) -> None:
+        if not isinstance(conn.sock, ssl.SSLSocket):
+            self._want(conn, 0)  # wrapping takes the file descriptor over
+            try:
+                conn.sock = _gsock.ssl_context(self.cfg).wrap_socket(
+                    conn.sock, server_side=True, do_handshake_on_connect=False
+                )
+            except (OSError, ValueError) as e:
+                self.log.debug("cannot set up TLS for %s: %s", conn.client, e)
+                self._close(conn)
+                return
         try:
             conn.sock.do_handshake()
         except ssl.SSLWantReadError:
@@ -540,6 +546,7 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
     def _served(self, conn: _Conn, fut: futures.Future[bool]) -> None:
         """Back on the poller after a request thread answered (or failed)."""
         self._busy -= 1
+        conn.served += 1
         keep = not fut.cancelled() and fut.exception() is None and fut.result()
         if not keep:
             self._close(conn)

@@ -110,6 +110,9 @@ class TLSConn(http.client.HTTPSConnection):
 
     def connect(self) -> None:
         raw = socket.create_connection((self.host, self.port), self.timeout)
+        # As the API server (Go) does; http.client writes a body apart from its head, and
+        # Nagle's algorithm would hold the body's last segment for the delayed ACK.
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = self._ctx.wrap_socket(raw, server_hostname=SERVER_NAME)
 
 
