@@ -11,7 +11,8 @@ then runs each attack for a bounded time from a separate process, on loopback on
 * ``oversized-bodies``: clients sending 8 MiB bodies (over the 7 MiB cap) back to back.
 
 Each attacker re-opens a connection as soon as the server closes one, so the attack keeps
-its strength for the whole period. Meanwhile this process plays the API server: a JobSet
+its strength for the whole period (the attacker runs on the same cores as the server). The
+connections the server cut per second, by reason, are printed with each attack. Meanwhile this process plays the API server: a JobSet
 review every 20 ms on a kept-alive connection (``keep-alive``), and every fifth one on a new
 connection, TLS handshake included (``new conn``). Printed per attack: p50/p99 of both, the
 number of failed calls, and the peak RSS of the gunicorn workers and of the jq sandbox
@@ -45,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "e2e")]
 
 from helpers import JOBSET, POLICY, load, review  # noqa: E402
-from running import SERVER_NAME, Server, raise_fd_limit, start  # noqa: E402
+from running import SERVER_NAME, Server, free_port, raise_fd_limit, start  # noqa: E402
 
 SLOW, STALLED, SILENT, OVERSIZED = 300, 300, 2500, 4
 INTERVAL = 0.02  # between two measured /mutate calls
@@ -266,6 +267,17 @@ def measure(srv: Server, seconds: float) -> Calls:
     return calls
 
 
+def cuts(srv: Server) -> dict[str, float]:
+    """``karta_webhook_connections_cut_total`` by reason."""
+    _, body = srv.plain("GET", "/metrics")
+    out = {}
+    for line in body.decode().splitlines():
+        if line.startswith("karta_webhook_connections_cut_total{"):
+            reason = line.split('reason="', 1)[1].split('"', 1)[0]
+            out[reason] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
 def _pct(values: list[float], q: float) -> str:
     if not values:
         return "-"
@@ -283,7 +295,7 @@ def main() -> int:
     args = ap.parse_args()
     raise_fd_limit(4 * SILENT + 4096)
     tmp = Path(tempfile.mkdtemp(prefix="bench-hostile-"))
-    srv = start(tmp, POLICY, ["--workers=2", "--threads=8"])
+    srv = start(tmp, POLICY, ["--workers=2", "--threads=8"], metrics_port=free_port())
     mem = Memory(srv.proc.pid)
     sampler = threading.Thread(target=mem.run, daemon=True)
     sampler.start()
@@ -298,7 +310,9 @@ def main() -> int:
                 proc = mp.Process(target=attack, args=(name, srv.port, str(srv.ca), stop))
                 proc.start()
                 time.sleep(args.ramp)
+            before, t = cuts(srv), time.monotonic()
             calls = measure(srv, args.seconds)
+            after, t = cuts(srv), time.monotonic() - t
             stop.set()
             if proc is not None:
                 proc.join(30)
@@ -306,13 +320,16 @@ def main() -> int:
                     proc.kill()
             if srv.proc.poll() is not None:
                 raise SystemExit(f"the server exited:\n{srv.log.read_text()[-3000:]}")
+            rate = {k: round((v - before.get(k, 0)) / t) for k, v in after.items()}
+            rate = {k: v for k, v in rate.items() if v}
             rows.append((name, calls, mem.worker, mem.child, mem.total))
             mib = 1 << 20
             print(
                 f"{name:20} keep-alive p50 {_pct(calls.keep, 50):>6} p99 {_pct(calls.keep, 99):>6}"
                 f" | new conn p50 {_pct(calls.new, 50):>6} p99 {_pct(calls.new, 99):>6} ms"
                 f" | failed {calls.failed} | peak RSS worker {mem.worker / mib:.0f} MiB,"
-                f" sandbox child {mem.child / mib:.0f} MiB, all {mem.total / mib:.0f} MiB",
+                f" sandbox child {mem.child / mib:.0f} MiB, all {mem.total / mib:.0f} MiB"
+                f" | cut/s {rate or 0}",
                 flush=True,
             )
             time.sleep(6)  # let the server cut what the attacker left behind

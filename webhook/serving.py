@@ -55,6 +55,27 @@ def dev_certificate(certs_dir: Path, port: int) -> tuple[Path, Path]:
     return paths.cert, paths.key
 
 
+def raise_open_files(want: int) -> int:
+    """Raise this process's soft limit on open files towards ``want`` (workers inherit it);
+    warn when the hard limit is lower. Returns the soft limit now in force."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= want:
+        return int(soft)
+    new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+    except (OSError, ValueError):
+        new = soft
+    if new < want:
+        log.warning(
+            "open-file limit below what --max-connections needs: connections past it wait",
+            extra={"fields": {"limit": new, "wanted": want}},
+        )
+    return int(new)
+
+
 def cluster_start(kubeconfig: str | None, certfile: Path) -> WorkerStart:
     """The per-worker start of the cluster sync and webhook keeper (:func:`webhook.kube.start`).
 
@@ -117,6 +138,7 @@ def run(
         raise CertError(
             f"cannot load TLS certificate {certfile} with key {keyfile}: {why}"
         ) from None
+    raise_open_files(max(1, max_connections) + 256)  # sandbox pipes, listeners, metric files
     app = create_app(state, samples=samples, validate_timeout=validate_timeout)
     hooks: Webhooks = app.extensions["karta"]
     # The master never serves: drop the gauge it just set, or its stale value would outlive

@@ -35,6 +35,7 @@ import itertools
 import selectors
 import socket
 import ssl
+import struct
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -140,6 +141,7 @@ def _response(status: int, text: str) -> bytes:
 
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() resets the connection
 
 
 def _pieces(data: bytes, size: int = 1 << 16) -> Iterator[bytes]:
@@ -209,12 +211,15 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
             if e.errno != errno.EINTR:
                 raise
             return
+        later = []
         for key, _mask in events:
             data = key.data
             if isinstance(data, _Conn):
                 self._on_event(data)
             else:
-                data(key.fileobj)
+                later.append(key)
+        for key in later:  # new connections after the ones already open
+            key.data(key.fileobj)
 
     def _timeout(self) -> float:
         timers = self._timers
@@ -259,8 +264,8 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
 
     def accept(self, listener: Any) -> None:
         for _ in range(ACCEPT_BURST):
-            if len(self._open) >= self.worker_connections and not self._evict():
-                return
+            if len(self._open) >= self.worker_connections and len(self._open) <= self._busy:
+                return  # every connection is being served: the rest wait in the backlog
             try:
                 sock, addr = listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -276,6 +281,8 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
                     continue
                 raise
             self._admit(sock, addr, listener.getsockname())
+            if len(self._open) > self.worker_connections:
+                self._evict()
 
     def _admit(self, sock: socket.socket, addr: Any, server: Any) -> None:
         sock.setblocking(False)
@@ -299,6 +306,10 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         if victim is None:
             return False
         self.log.debug("connection limit reached: closing %s (%s)", victim.client, victim.phase)
+        if victim.phase is Phase.HANDSHAKE and not isinstance(victim.sock, ssl.SSLSocket):
+            # it never sent a byte: reset it, which spares both ends the closing handshake
+            with contextlib.suppress(OSError):
+                victim.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
         self._close(victim, "evicted")
         return True
 
@@ -320,6 +331,8 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         conn.events = events
 
     def _on_event(self, conn: _Conn) -> None:
+        if conn.closed:  # closed by an earlier event of the same batch
+            return
         try:
             if conn.phase is Phase.HANDSHAKE:
                 self._handshake(conn)
