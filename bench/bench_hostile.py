@@ -1,13 +1,15 @@
 """``/mutate`` latency while the server is attacked, and the memory its processes take.
 
-Starts ``karta-webhook serve`` on 127.0.0.1 (2 workers, 8 threads, the default deadlines),
-then runs each attack for a bounded time from a separate process, on loopback only:
+Starts ``karta-webhook serve`` on 127.0.0.1 (2 workers, 8 threads, the default limits) and
+runs each attack for a bounded time from a separate process, on loopback only:
 
 * ``slow-headers``: TLS connections that send their headers one byte a second;
 * ``slow-bodies``: TLS connections that send full headers, then their body a byte a second;
 * ``stalled-handshakes``: TCP connections that send half a ClientHello and stop;
 * ``silent-tcp``: TCP connections that never send anything (more than the connection bound
-  of both workers together);
+  of both workers together; the kernel holds them, TCP_DEFER_ACCEPT);
+* ``over-the-bound``: 11,000 connections, each sending half a ClientHello: more than both
+  workers hold, so they must close the oldest to admit new ones;
 * ``oversized-bodies``: clients sending 8 MiB bodies (over the 7 MiB cap) back to back.
 
 Each attacker re-opens a connection as soon as the server closes one, so the attack keeps
@@ -17,6 +19,7 @@ review every 20 ms on a kept-alive connection (``keep-alive``), and every fifth 
 connection, TLS handshake included (``new conn``). Printed per attack: p50/p99 of both, the
 number of failed calls, and the peak RSS of the gunicorn workers and of the jq sandbox
 children (sampled from ``/proc`` every 100 ms; per process, and all processes together).
+Every attack gets a fresh server, so memory one leaves behind does not count for the next.
 
 Run: ``python bench/bench_hostile.py [--seconds S] [--only NAME ...]``. Goal: ``/mutate`` p99
 under 100 ms during every attack on a 2-core machine.
@@ -49,6 +52,8 @@ from helpers import JOBSET, POLICY, load, review  # noqa: E402
 from running import SERVER_NAME, Server, free_port, raise_fd_limit, start  # noqa: E402
 
 SLOW, STALLED, SILENT, OVERSIZED = 300, 300, 2500, 4
+#: More than both workers hold together: 2 x (1000 + 4 x 1000 waiting for their ClientHello).
+OVER = 11000
 INTERVAL = 0.02  # between two measured /mutate calls
 NEW_EVERY = 5  # every fifth call on a new connection
 CALL_TIMEOUT = 10.0
@@ -122,7 +127,7 @@ def attack(name: str, port: int, ca: str, stop: Any) -> None:
             return s
 
         _reopening(SLOW, open_slow_body, lambda s: s.send(b" "), stop)
-    elif name == "stalled-handshakes":
+    elif name in ("stalled-handshakes", "over-the-bound"):
         incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
         with contextlib.suppress(ssl.SSLWantReadError):
             ctx.wrap_bio(incoming, outgoing, server_hostname=SERVER_NAME).do_handshake()
@@ -133,7 +138,7 @@ def attack(name: str, port: int, ca: str, stop: Any) -> None:
             s.sendall(hello[: len(hello) // 2])
             return s
 
-        _reopening(STALLED, open_stalled, None, stop)
+        _reopening(STALLED if name == "stalled-handshakes" else OVER, open_stalled, None, stop)
     elif name == "silent-tcp":
         _reopening(SILENT, lambda: socket.create_connection(("127.0.0.1", port), 1), None, stop)
     elif name == "oversized-bodies":
@@ -162,7 +167,14 @@ def attack(name: str, port: int, ca: str, stop: Any) -> None:
         raise SystemExit(f"unknown attack {name}")
 
 
-ATTACKS = ["slow-headers", "slow-bodies", "stalled-handshakes", "silent-tcp", "oversized-bodies"]
+ATTACKS = [
+    "slow-headers",
+    "slow-bodies",
+    "stalled-handshakes",
+    "silent-tcp",
+    "over-the-bound",
+    "oversized-bodies",
+]
 
 
 # --------------------------------------------------------------------------------- memory
@@ -287,65 +299,67 @@ def _pct(values: list[float], q: float) -> str:
     return f"{cuts[int(q) - 1] * 1000:.1f}"
 
 
+def run_one(name: str, seconds: float, ramp: float) -> tuple[Calls, Memory, dict[str, int]]:
+    """A fresh server, ``name`` attacking it (``none``: nobody), measured for ``seconds``."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench-hostile-"))
+    srv = start(tmp, POLICY, ["--workers=2", "--threads=8"], metrics_port=free_port())
+    mem = Memory(srv.proc.pid)
+    sampler = threading.Thread(target=mem.run, daemon=True)
+    sampler.start()
+    stop = mp.Event()
+    proc = None
+    try:
+        srv.admit("/mutate", review(load(JOBSET)))  # warm up
+        if name != "none":
+            proc = mp.Process(target=attack, args=(name, srv.port, str(srv.ca), stop))
+            proc.start()
+            time.sleep(ramp)
+        before, t = cuts(srv), time.monotonic()
+        calls = measure(srv, seconds)
+        after, t = cuts(srv), time.monotonic() - t
+        if srv.proc.poll() is not None:
+            raise SystemExit(f"the server exited:\n{srv.log.read_text()[-3000:]}")
+    finally:
+        stop.set()
+        if proc is not None:
+            proc.join(30)
+            if proc.is_alive():
+                proc.kill()
+        mem.stop()
+        srv.stop()
+    rate = {k: round((v - before.get(k, 0)) / t) for k, v in after.items()}
+    return calls, mem, {k: v for k, v in rate.items() if v}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=10.0, help="measured time per attack")
     ap.add_argument("--ramp", type=float, default=3.0, help="attack time before measuring")
     ap.add_argument("--only", nargs="*", choices=ATTACKS, help="these attacks only")
     args = ap.parse_args()
-    raise_fd_limit(4 * SILENT + 4096)
-    tmp = Path(tempfile.mkdtemp(prefix="bench-hostile-"))
-    srv = start(tmp, POLICY, ["--workers=2", "--threads=8"], metrics_port=free_port())
-    mem = Memory(srv.proc.pid)
-    sampler = threading.Thread(target=mem.run, daemon=True)
-    sampler.start()
-    rows = []
-    try:
-        srv.admit("/mutate", review(load(JOBSET)))  # warm up
-        for name in ["none", *(args.only or ATTACKS)]:
-            mem.worker = mem.child = mem.total = 0
-            stop = mp.Event()
-            proc = None
-            if name != "none":
-                proc = mp.Process(target=attack, args=(name, srv.port, str(srv.ca), stop))
-                proc.start()
-                time.sleep(args.ramp)
-            before, t = cuts(srv), time.monotonic()
-            calls = measure(srv, args.seconds)
-            after, t = cuts(srv), time.monotonic() - t
-            stop.set()
-            if proc is not None:
-                proc.join(30)
-                if proc.is_alive():
-                    proc.kill()
-            if srv.proc.poll() is not None:
-                raise SystemExit(f"the server exited:\n{srv.log.read_text()[-3000:]}")
-            rate = {k: round((v - before.get(k, 0)) / t) for k, v in after.items()}
-            rate = {k: v for k, v in rate.items() if v}
-            rows.append((name, calls, mem.worker, mem.child, mem.total))
-            mib = 1 << 20
-            print(
-                f"{name:20} keep-alive p50 {_pct(calls.keep, 50):>6} p99 {_pct(calls.keep, 99):>6}"
-                f" | new conn p50 {_pct(calls.new, 50):>6} p99 {_pct(calls.new, 99):>6} ms"
-                f" | failed {calls.failed} | peak RSS worker {mem.worker / mib:.0f} MiB,"
-                f" sandbox child {mem.child / mib:.0f} MiB, all {mem.total / mib:.0f} MiB"
-                f" | cut/s {rate or 0}",
-                flush=True,
-            )
-            time.sleep(6)  # let the server cut what the attacker left behind
-    finally:
-        mem.stop()
-        srv.stop()
+    raise_fd_limit(2 * OVER + 4096)
     mib = 1 << 20
+    rows = []
+    for name in ["none", *(args.only or ATTACKS)]:
+        calls, mem, rate = run_one(name, args.seconds, args.ramp)
+        rows.append((name, calls, mem))
+        print(
+            f"{name:20} keep-alive p50 {_pct(calls.keep, 50):>6} p99 {_pct(calls.keep, 99):>6}"
+            f" | new conn p50 {_pct(calls.new, 50):>6} p99 {_pct(calls.new, 99):>6} ms"
+            f" | failed {calls.failed} | peak RSS worker {mem.worker / mib:.0f} MiB,"
+            f" sandbox child {mem.child / mib:.0f} MiB, all {mem.total / mib:.0f} MiB"
+            f" | cut/s {rate or 0}",
+            flush=True,
+        )
     print()
     print("| attack | keep-alive p50 / p99 (ms) | new connection p50 / p99 (ms) | failed |"
           " peak RSS per worker / sandbox child / all (MiB) |")  # fmt: skip
     print("|---|---:|---:|---:|---:|")
-    for name, calls, worker, child, total in rows:
+    for name, calls, mem in rows:
         print(
             f"| {name} | {_pct(calls.keep, 50)} / {_pct(calls.keep, 99)} |"
             f" {_pct(calls.new, 50)} / {_pct(calls.new, 99)} | {calls.failed} |"
-            f" {worker / mib:.0f} / {child / mib:.0f} / {total / mib:.0f} |"
+            f" {mem.worker / mib:.0f} / {mem.child / mib:.0f} / {mem.total / mib:.0f} |"
         )
     return 0
 

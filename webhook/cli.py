@@ -411,8 +411,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1000,
         metavar="N",
-        help="connections per worker; past it the oldest one without an answered request "
-        "(else the least recently used idle one) is closed",
+        help="TLS connections per worker (and 4x as many still sending their ClientHello); "
+        "past it the oldest without an answered request, else the least recently used idle "
+        "one, is closed",
     )
     s.add_argument(
         "--client-ca",

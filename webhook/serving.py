@@ -28,7 +28,7 @@ from webhook.registry import State
 from webhook.samples import SampleIndex
 from webhook.server import DRAIN_LIMIT, MAX_BODY, Webhooks, create_app
 from webhook.tls import CertReloader, ClientCAError
-from webhook.worker import Limits, worker_class
+from webhook.worker import WAITING_FACTOR, Limits, worker_class
 
 log = logging.getLogger("karta_webhook")
 
@@ -138,7 +138,8 @@ def run(
         raise CertError(
             f"cannot load TLS certificate {certfile} with key {keyfile}: {why}"
         ) from None
-    raise_open_files(max(1, max_connections) + 256)  # sandbox pipes, listeners, metric files
+    # every connection a worker may hold, and some for sandbox pipes, listeners, metric files
+    raise_open_files((1 + WAITING_FACTOR) * max(1, max_connections) + 256)
     app = create_app(state, samples=samples, validate_timeout=validate_timeout)
     hooks: Webhooks = app.extensions["karta"]
     # The master never serves: drop the gauge it just set, or its stale value would outlive

@@ -5,18 +5,24 @@ blocks reading the request: a client that sends one byte a second, or stalls mid
 holds a thread for as long as it likes, and 2 workers x 8 threads are gone after 16 of them.
 Here the worker's main thread (its poller) does all the waiting:
 
-* it accepts, and drives each TLS handshake without blocking, under ``handshake_timeout``;
+* the kernel hands a connection over only once its client has sent something (Linux
+  ``TCP_DEFER_ACCEPT``, up to ``handshake_timeout``), so connections that stay silent wait
+  in the kernel, not here;
+* it accepts, waits (peeking, no TLS state yet) until the ClientHello's first record is all
+  in, then drives the TLS handshake without blocking; all under ``handshake_timeout``;
 * it reads each request without blocking into a buffer, frames it (:mod:`webhook.framing`)
   and submits it to the thread pool only once head and body are all there; the whole request
   (from its first byte) must arrive within ``request_timeout``, however it trickles in;
 * a body over ``max_body`` is read and dropped up to ``drain_limit`` bytes (within the same
   deadline) and answered 413 by the poller; framing it cannot parse is answered 400;
 * idle keep-alive connections wait in the poller (``keepalive`` seconds), as in ``gthread``;
-* at most ``worker_connections`` connections per worker: past that, a connection is closed to
-  admit the new one: the oldest that has not had a request answered yet (still handshaking,
-  silent, or sending its first request), else the least recently used idle keep-alive one;
-  when every connection is a request being served, the worker stops accepting and new
-  connections wait in the listen backlog;
+* at most ``worker_connections`` connections per worker past their ClientHello (they hold TLS
+  state, ~80 KiB each), and ``WAITING_FACTOR`` times as many still waiting for it (a socket
+  each). Past the second bound the oldest connection still waiting for its ClientHello is
+  closed to admit the new one; past the first, the oldest that has not had a request
+  answered yet (handshaking, or sending its first request), else the least recently used
+  idle keep-alive one. When every connection is a request being served, the worker stops
+  accepting and new connections wait in the listen backlog;
 * bytes buffered for incomplete requests are bounded per worker (``buffer_budget``): past it,
   connections with large partial bodies stop being read until others finish (their deadline
   still runs).
@@ -32,6 +38,7 @@ import contextlib
 import errno
 import heapq
 import itertools
+import math
 import selectors
 import socket
 import ssl
@@ -61,6 +68,14 @@ PAUSE_MIN = 64 * 1024
 LINGER = 2.0
 #: Connections accepted per readiness event of a listener.
 ACCEPT_BURST = 32
+#: Connections whose ClientHello has not fully arrived (a socket each, no TLS state yet) may
+#: number this many times ``worker_connections``.
+WAITING_FACTOR = 4
+#: A TLS record header, and the longest first record a ClientHello can come in.
+_RECORD_HEAD = 5
+_MAX_RECORD = _RECORD_HEAD + (1 << 14)
+#: Re-check a partly arrived ClientHello after this long, doubling up to the second value.
+RECHECK_FIRST, RECHECK_MAX = 0.005, 0.5
 
 
 @dataclass(frozen=True)
@@ -105,13 +120,14 @@ class _Conn:
         "out",
         "paused",
         "phase",
+        "recheck",
         "served",
         "server",
         "sock",
         "tls",
     )
 
-    def __init__(self, sock: Any, client: Any, server: Any, tls: bool, framer: Framer) -> None:
+    def __init__(self, sock: Any, client: Any, server: Any, tls: bool) -> None:
         self.sock = sock
         self.client = client
         self.server = server
@@ -120,7 +136,7 @@ class _Conn:
         self.deadline = 0.0
         self.buf = bytearray()
         self.accounted = 0
-        self.framer = framer
+        self.framer: Framer | None = None  # made with the first byte of a request
         self.events = 0
         self.out = b""
         self.continued = False
@@ -128,6 +144,7 @@ class _Conn:
         self.closed = False
         self.drained = 0
         self.served = 0
+        self.recheck = 0.0
 
 
 def _response(status: int, text: str) -> bytes:
@@ -158,17 +175,22 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._open: dict[_Conn, None] = {}  # every connection, oldest first
+        self._waiting: dict[_Conn, None] = {}  # TLS ones whose ClientHello is not all in yet
+        self._full: dict[_Conn, None] = {}  # the others (what worker_connections bounds)
         self._idle: dict[_Conn, None] = {}  # idle ones, longest idle first
+        self._rechecks: list[tuple[float, int, _Conn]] = []
         self._paused: deque[_Conn] = deque()
         self._timers: list[tuple[float, int, _Conn]] = []
         self._seq = itertools.count()
         self._busy = 0
         self._buffered = 0
         self._accept_pause_until = 0.0
+        self._addresses: dict[int, Any] = {}
 
     # ----------------------------------------------------------------------------- the loop
 
     def run(self) -> None:
+        self._defer_accept()
         self.poller.register(
             self.method_queue.fileno(), selectors.EVENT_READ, self.method_queue.run_callbacks
         )
@@ -180,6 +202,23 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
                 break
             self._expire()
         self._shutdown()
+
+    def _defer_accept(self) -> None:
+        """Have the kernel hand over a connection only once the client has sent something
+        (Linux ``TCP_DEFER_ACCEPT``, for up to ``handshake_timeout``): HTTP clients speak
+        first, so only silent connections wait, and they wait in the kernel's queue of
+        half-open connections, not in this worker or ahead of real clients in the accept
+        queue. Past that time the kernel hands them over anyway, and the handshake deadline
+        applies."""
+        option = getattr(socket, "TCP_DEFER_ACCEPT", None)
+        if option is None:
+            return
+        seconds = max(1, math.ceil(self.limits.handshake_timeout))
+        for listener in self.sockets:
+            try:
+                listener.setsockopt(socket.IPPROTO_TCP, option, seconds)
+            except (OSError, AttributeError) as e:
+                self.log.debug("TCP_DEFER_ACCEPT not set on %s: %s", listener, e)
 
     def _shutdown(self) -> None:
         self.set_accept_enabled(False)
@@ -225,9 +264,13 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         timers = self._timers
         while timers and (timers[0][2].closed or timers[0][0] != timers[0][2].deadline):
             heapq.heappop(timers)
-        if not timers:
+        rechecks = self._rechecks
+        while rechecks and rechecks[0][2] not in self._waiting:
+            heapq.heappop(rechecks)
+        due = min([t[0][0] for t in (timers, rechecks) if t], default=None)
+        if due is None:
             return 1.0
-        return max(0.0, min(1.0, timers[0][0] - time.monotonic()))
+        return max(0.0, min(1.0, due - time.monotonic()))
 
     def _set_deadline(self, conn: _Conn, deadline: float) -> None:
         conn.deadline = deadline
@@ -240,6 +283,11 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
 
     def _expire(self) -> None:
         now = time.monotonic()
+        rechecks = self._rechecks
+        while rechecks and rechecks[0][0] <= now:
+            _, _, conn = heapq.heappop(rechecks)
+            if conn in self._waiting:
+                self._on_event(conn)
         timers = self._timers
         while timers and timers[0][0] <= now:
             deadline, _, conn = heapq.heappop(timers)
@@ -254,9 +302,8 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
                 self._close(conn)
 
     def _update_accepting(self) -> None:
-        n = len(self._open)
         can = self.alive and time.monotonic() >= self._accept_pause_until
-        can = can and (n < self.worker_connections or n > self._busy)
+        can = can and (len(self._full) < self.worker_connections or len(self._full) > self._busy)
         if can != self._accepting:
             self.set_accept_enabled(can)
 
@@ -264,7 +311,7 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
 
     def accept(self, listener: Any) -> None:
         for _ in range(ACCEPT_BURST):
-            if len(self._open) >= self.worker_connections and len(self._open) <= self._busy:
+            if len(self._full) >= self.worker_connections and len(self._full) <= self._busy:
                 return  # every connection is being served: the rest wait in the backlog
             try:
                 sock, addr = listener.accept()
@@ -280,38 +327,67 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
                 if e.errno == errno.ECONNABORTED:
                     continue
                 raise
-            self._admit(sock, addr, listener.getsockname())
-            if len(self._open) > self.worker_connections:
-                self._evict()
+            self._admit(sock, addr, self._address(listener))
+
+    def _address(self, listener: Any) -> Any:
+        fd = listener.fileno()
+        address = self._addresses.get(fd)
+        if address is None:
+            address = self._addresses[fd] = listener.getsockname()
+        return address
 
     def _admit(self, sock: socket.socket, addr: Any, server: Any) -> None:
         sock.setblocking(False)
         port = server[1] if isinstance(server, tuple) else None
         tls = bool(self.cfg.is_ssl) and port not in self.limits.plain_ports
-        conn = _Conn(sock, addr, server, tls, self._framer())
+        conn = _Conn(sock, addr, server, tls)
         self._open[conn] = None
         self.nr_conns = len(self._open)
-        # TLS is set up when the ClientHello arrives (a silent connection costs a socket only);
-        # a plain connection's first request byte is due when a handshake would be done.
+        # TLS is set up once the ClientHello is in (until then a connection costs a socket
+        # only); a plain connection's first request byte is due when a handshake would be done.
         self._set_deadline(conn, time.monotonic() + self.limits.handshake_timeout)
+        if tls:
+            self._waiting[conn] = None
+            if len(self._waiting) > WAITING_FACTOR * self.worker_connections:
+                self._close(self._reset(next(iter(self._waiting))), "evicted")
+        else:
+            self._make_room(conn)
+            if conn.closed:
+                return
+            self._full[conn] = None
         self._want(conn, selectors.EVENT_READ)
 
-    def _evict(self) -> bool:
-        """Close the oldest connection that has not yet had a request answered and is not
+    def _make_room(self, conn: _Conn) -> None:
+        """Before ``conn`` joins the connections ``worker_connections`` bounds: at the bound,
+        close one of the others (:meth:`_evict`), or ``conn`` itself when all are served."""
+        if len(self._full) >= self.worker_connections and not self._evict(waiting=False):
+            self._close(conn, "evicted")
+
+    def _evict(self, *, waiting: bool = True) -> bool:
+        """Close a connection to make room: (with ``waiting``) the oldest whose ClientHello
+        is not all in, else the oldest that has not yet had a request answered and is not
         being served (still handshaking, silent, or sending), else the least recently used
         idle keep-alive connection (a client that sends requests keeps its connections)."""
-        victim = next((c for c in self._open if c.phase is not Phase.BUSY and not c.served), None)
+        victim = next(iter(self._waiting), None) if waiting else None
+        if victim is None:
+            victim = next(
+                (c for c in self._full if c.phase is not Phase.BUSY and not c.served), None
+            )
         if victim is None:
             victim = next(iter(self._idle), None)
         if victim is None:
             return False
         self.log.debug("connection limit reached: closing %s (%s)", victim.client, victim.phase)
-        if victim.phase is Phase.HANDSHAKE and not isinstance(victim.sock, ssl.SSLSocket):
-            # it never sent a byte: reset it, which spares both ends the closing handshake
-            with contextlib.suppress(OSError):
-                victim.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
-        self._close(victim, "evicted")
+        self._close(self._reset(victim), "evicted")
         return True
+
+    def _reset(self, conn: _Conn) -> _Conn:
+        """Have ``conn`` reset when closed, if it never got as far as TLS (it spares both
+        ends the closing handshake)."""
+        if conn.phase is Phase.HANDSHAKE and not isinstance(conn.sock, ssl.SSLSocket):
+            with contextlib.suppress(OSError):
+                conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+        return conn
 
     def _framer(self) -> Framer:
         lim = self.limits
@@ -346,8 +422,42 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
             self.log.exception("connection handling failed for %s", conn.client)
             self._close(conn)
 
+    def _hello_is_in(self, conn: _Conn) -> bool:
+        """Whether the first TLS record (the ClientHello) has arrived whole, by peeking.
+        If not, the connection waits off the poller and is looked at again later (a peeked
+        byte keeps a socket readable, so waiting for readiness would spin)."""
+        try:
+            head = conn.sock.recv(_MAX_RECORD, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            self._want(conn, selectors.EVENT_READ)
+            return False
+        except OSError:
+            self._close(conn, "reset")
+            return False
+        if not head:
+            self._close(conn, "eof")
+            return False
+        if head[0] != 0x16:  # not a TLS handshake record: let the TLS library answer it
+            return True
+        if len(head) >= _RECORD_HEAD:
+            need = _RECORD_HEAD + int.from_bytes(head[3:5], "big")
+            if len(head) >= need or need > _MAX_RECORD:
+                return True
+        self._want(conn, 0)
+        conn.recheck = min(RECHECK_MAX, 2 * conn.recheck) if conn.recheck else RECHECK_FIRST
+        entry = (time.monotonic() + conn.recheck, next(self._seq), conn)
+        heapq.heappush(self._rechecks, entry)
+        return False
+
     def _handshake(self, conn: _Conn) -> None:
         if not isinstance(conn.sock, ssl.SSLSocket):
+            if not self._hello_is_in(conn):
+                return
+            self._waiting.pop(conn, None)
+            self._make_room(conn)
+            if conn.closed:
+                return
+            self._full[conn] = None
             self._want(conn, 0)  # wrapping takes the file descriptor over
             try:
                 conn.sock = _gsock.ssl_context(self.cfg).wrap_socket(
@@ -411,6 +521,8 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
 
     def _frame(self, conn: _Conn) -> None:
         framer = conn.framer
+        if framer is None:
+            framer = conn.framer = self._framer()
         verdict = framer.scan(conn.buf)
         if verdict is Verdict.COMPLETE:
             self._dispatch(conn)
@@ -447,6 +559,8 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
 
     def _account(self, conn: _Conn) -> None:
         size = 0 if conn.closed or conn.phase is Phase.BUSY else len(conn.buf)
+        if size == conn.accounted:
+            return
         self._buffered += size - conn.accounted
         conn.accounted = size
 
@@ -533,6 +647,8 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
             self._want(conn, 0)
         conn.closed = True
         self._open.pop(conn, None)
+        self._waiting.pop(conn, None)
+        self._full.pop(conn, None)
         self._idle.pop(conn, None)
         self.nr_conns = len(self._open)
         self._account(conn)
@@ -543,10 +659,11 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
     # ----------------------------------------------------------------------------- requests
 
     def _dispatch(self, conn: _Conn) -> None:
+        assert conn.framer is not None
         end = conn.framer.end
         data = bytes(conn.buf[:end])
         del conn.buf[:end]
-        conn.framer = self._framer()
+        conn.framer = None
         conn.continued = False
         conn.phase = Phase.BUSY
         self._want(conn, 0)

@@ -34,7 +34,9 @@ from running import (
     start,
 )
 
-DEADLINE = 4  # seconds, for the handshake and for a whole request
+#: Seconds, for the handshake and for a whole request. Silent connections wait in the kernel
+#: about as long before the server sees them (TCP_DEFER_ACCEPT), then as long again.
+DEADLINE = 4
 SILENT, STALLED, SLOW_HEADERS, SLOW_BODIES = 500, 50, 50, 50
 HOSTILE = SILENT + STALLED + SLOW_HEADERS + SLOW_BODIES
 #: Only a wedged server misses these (they are not latency goals).
@@ -367,19 +369,56 @@ def test_webhook_port_serves_the_webhooks_not_metrics(hsrv: Server) -> None:
 # ------------------------------------------------------------------------------ bound
 
 
-def test_past_the_connection_bound_the_oldest_waiting_connection_is_closed(
+def test_past_the_connection_bounds_the_oldest_unanswered_connections_are_closed(
     tmp_path: Path,
 ) -> None:
-    # Deadlines far away: only the bound can close these connections during the test.
-    args = ["--workers=1", "--max-connections=40", "--handshake-timeout=300"]
+    # Deadlines far away: only the bounds can close these connections during the test.
+    args = ["--workers=1", "--max-connections=10", "--handshake-timeout=300",
+            "--request-timeout=300"]  # fmt: skip
     srv = start(tmp_path, POLICY, args)
+    hello = _client_hello(srv)
+    stalled: list[socket.socket] = []
+    slow: list[socket.socket] = []
+    keep = srv.connect()
+    try:
+        keep.request("GET", "/healthz")  # a client that has had an answer
+        assert keep.getresponse().read() == b"ok\n"
+        # Half a ClientHello: cheap (no TLS yet), up to 4 x --max-connections of them.
+        for _ in range(60):
+            s = socket.create_connection(("127.0.0.1", srv.port), 10)
+            s.sendall(hello[: len(hello) // 2])
+            stalled.append(s)
+        assert _wait_closed(stalled[:20], CLOSE_BOUND) == []  # the oldest made room
+        assert all(_still_open(s) for s in stalled[-20:])
+        # TLS connections sending a request: up to --max-connections with the kept-alive one.
+        for _ in range(15):
+            s = _tls(srv)
+            s.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{")
+            slow.append(s)
+        assert srv.admit("/mutate", review(load(JOBSET)), timeout=ANSWER_BOUND)["allowed"]
+        assert _wait_closed(slow[:7], CLOSE_BOUND) == []  # the oldest unanswered made room
+        assert all(_still_open(s) for s in slow[-3:])
+        keep.request("GET", "/healthz")  # and the kept-alive one was spared
+        assert keep.getresponse().read() == b"ok\n"
+    finally:
+        keep.close()
+        for s in stalled + slow:
+            s.close()
+        srv.stop()
+
+
+def test_silent_connections_wait_in_the_kernel_not_in_a_worker(tmp_path: Path) -> None:
+    """With a bound of 5 connections (and 20 waiting for their ClientHello), 100 connections
+    that never send a byte take no worker's place: none is evicted, and /mutate is answered."""
+    args = ["--workers=1", "--max-connections=5"]
+    srv = start(tmp_path, POLICY, args, metrics_port=free_port())
     socks = []
     try:
-        for _ in range(60):  # more than the bound, none of them sends anything
+        for _ in range(100):
             socks.append(socket.create_connection(("127.0.0.1", srv.port), 10))
         assert srv.admit("/mutate", review(load(JOBSET)), timeout=ANSWER_BOUND)["allowed"]
-        assert _wait_closed(socks[:20], CLOSE_BOUND) == []  # the oldest made room
-        assert all(_still_open(s) for s in socks[-10:])  # the newest are still served
+        assert all(_still_open(s) for s in socks)
+        assert _counter(srv, "karta_webhook_connections_cut_total", reason="evicted") == 0
     finally:
         for s in socks:
             s.close()
