@@ -17,7 +17,7 @@ Here the worker's main thread (its poller) does all the waiting:
   deadline) and answered 413 by the poller; framing it cannot parse is answered 400;
 * idle keep-alive connections wait in the poller (``keepalive`` seconds), as in ``gthread``;
 * at most ``worker_connections`` connections per worker past their ClientHello (they hold TLS
-  state, ~80 KiB each), and ``WAITING_FACTOR`` times as many still waiting for it (a socket
+  state, 20-80 KiB each), and ``WAITING_FACTOR`` times as many still waiting for it (a socket
   each). Past the second bound the oldest connection still waiting for its ClientHello is
   closed to admit the new one; past the first, the oldest that has not had a request
   answered yet (handshaking, or sending its first request), else the least recently used
