@@ -165,6 +165,7 @@ def test_base_contents(base: list[Obj]) -> None:
             ("Deployment", APP),
             ("PodDisruptionBudget", APP),
             ("Service", APP),
+            ("NetworkPolicy", APP),
             ("MutatingWebhookConfiguration", APP),
             ("ValidatingWebhookConfiguration", APP),
         ]
@@ -271,12 +272,56 @@ def test_deployment_shape(deployment: Obj) -> None:
         "/etc/karta-webhook/tls/tls.key",
         "--policy",
         "/etc/karta-webhook/policy/policy.yaml",
+        "--metrics-port",
+        "9090",
     ]
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert env["PROMETHEUS_MULTIPROC_DIR"]["value"].startswith("/tmp/")
-    assert container["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
+    assert container["ports"] == [
+        {"name": "https", "containerPort": 8443, "protocol": "TCP"},
+        {"name": "metrics", "containerPort": 9090, "protocol": "TCP"},
+    ]
+
+
+def _flag(args: list[str], name: str, default: str | None = None) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == name:
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return default
+
+
+def test_deployment_ports_follow_the_serve_flags(deployment: Obj) -> None:
+    """The container ports are where ``serve`` listens with these arguments (``--port``
+    defaults to 8443), and the probes reach a port that serves them over its scheme."""
+    from webhook.cli import build_parser
+
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    parsed = build_parser().parse_args(args)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"https": parsed.port, "metrics": parsed.metrics_port}
+    assert _flag(args, "--metrics-port") == str(ports["metrics"])
+    for probe in ("readinessProbe", "livenessProbe"):
+        get = container[probe]["httpGet"]
+        scheme = "HTTPS" if get["port"] == "https" else "HTTP"
+        assert get["port"] in ports and get["scheme"] == scheme
+
+
+def test_network_policy_restricts_the_metrics_port(base: list[Obj], deployment: Obj) -> None:
+    policy = find(base, "NetworkPolicy")["spec"]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert policy["policyTypes"] == ["Ingress"]
+    by_port = {p["port"]: rule for rule in policy["ingress"] for p in rule["ports"]}
+    assert set(by_port) == {"https", "metrics"}  # the container's port names, nothing else open
+    assert "from" not in by_port["https"]  # the API server calls from anywhere
+    sources = by_port["metrics"]["from"]
+    assert sources and all(set(s) == {"namespaceSelector"} for s in sources)
+    assert all(p["protocol"] == "TCP" for rule in policy["ingress"] for p in rule["ports"])
 
 
 def test_deployment_security(deployment: Obj) -> None:

@@ -263,6 +263,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not args.no_kube and args.kubeconfig and not Path(args.kubeconfig).is_file():
         _err(f"serve: {args.kubeconfig}: no such file (--kubeconfig)")
         return EXIT_INPUT
+    if not (args.handshake_timeout > 0 and args.request_timeout > 0):
+        _err("serve: --handshake-timeout and --request-timeout must be more than 0 seconds")
+        return EXIT_INPUT
+    if args.max_connections < 1:
+        _err("serve: --max-connections must be at least 1")
+        return EXIT_INPUT
+    if args.metrics_port is not None and args.metrics_port == args.port:
+        _err("serve: --metrics-port must differ from --port")
+        return EXIT_INPUT
     if not 0 <= args.live_samples <= MAX_LIVE_SAMPLES:
         _err(f"serve: --live-samples must be between 0 and {MAX_LIVE_SAMPLES}")
         return EXIT_INPUT
@@ -295,6 +304,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             threads=args.threads,
             validate_timeout=args.validate_timeout,
             worker_start=worker_start,
+            handshake_timeout=args.handshake_timeout,
+            request_timeout=args.request_timeout,
+            max_connections=args.max_connections,
+            client_ca=args.client_ca,
+            metrics_port=args.metrics_port,
         )
     except (OSError, ValueError) as e:  # e.g. certificate files that do not load
         _err(f"serve: {e}")
@@ -436,6 +450,40 @@ def build_parser() -> argparse.ArgumentParser:
         default=EVAL_TIMEOUT,
         metavar="SECONDS",
         help="bound on each evaluation of a Karta's jq by the validating webhook",
+    )
+    s.add_argument(
+        "--handshake-timeout",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="a connection must finish its TLS handshake this soon after connecting",
+    )
+    s.add_argument(
+        "--request-timeout",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="a request (headers and body) must arrive this soon after its first byte",
+    )
+    s.add_argument(
+        "--max-connections",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="TLS connections per worker (and 4x as many still sending their ClientHello); "
+        "past it the oldest without an answered request, else the least recently used idle "
+        "one, is closed",
+    )
+    s.add_argument(
+        "--client-ca",
+        metavar="FILE",
+        help="require callers of the webhooks to present a certificate signed by this CA",
+    )
+    s.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve /metrics (and /healthz, /readyz) on this port, plain HTTP, not on --port",
     )
     s.add_argument(
         "--kubeconfig",

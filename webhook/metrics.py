@@ -30,6 +30,7 @@ from prometheus_client import (
 )
 
 __all__ = [
+    "CONNECTIONS_CUT",
     "CONTENT_TYPE_LATEST",
     "DEFINITIONS",
     "DURATION",
@@ -71,6 +72,14 @@ DEFINITIONS = Gauge(
     "karta_webhook_definitions_loaded",
     "Workload definitions (Kartas) currently loaded.",
     multiprocess_mode="livemax",
+)
+
+CONNECTIONS_CUT = Counter(
+    "karta_webhook_connections_cut",
+    "Connections the server closed or answered itself, by reason: handshake_timeout, "
+    "request_timeout, handshake_failed, evicted (connection limit), too_large (body over the "
+    "cap, 413), bad_request (framing not HTTP/1.1, 4xx).",
+    ["reason"],
 )
 
 

@@ -1,11 +1,14 @@
-"""Serving the app: gunicorn with the TLS-safe worker, per-worker start-up, dev certificates.
+"""Serving the app: gunicorn with the connection-safe worker, per-worker start-up, dev certificates.
 
-:func:`run` serves :func:`webhook.server.create_app` with gunicorn: threaded workers
-(:class:`webhook.worker.ThreadWorker`), TLS >= 1.2 from files that are re-read when they change
-(:class:`webhook.tls.CertReloader`), the state loaded once in the master before forking (a bad
-catalog or policy fails startup, not the first request) and per-worker start-up callables
-(``worker_start``) for whatever must run inside each worker: the file reload thread, warming the
-jq sandbox, and a cluster watch.
+:func:`run` serves :func:`webhook.server.create_app` with gunicorn: threaded workers whose
+poller handles handshakes, slow clients and oversized bodies, so that only complete requests
+reach a thread (:class:`webhook.worker.ThreadWorker`, bounded by :class:`webhook.worker.Limits`),
+TLS >= 1.2 from files that are re-read when they change (:class:`webhook.tls.CertReloader`,
+optionally requiring client certificates of a CA), an optional plain-HTTP metrics listener
+(:func:`webhook.access.guard` decides which listener serves what), the state loaded once in
+the master before forking (a bad catalog or policy fails startup, not the first request) and
+per-worker start-up callables (``worker_start``) for whatever must run inside each worker: the
+file reload thread, warming the jq sandbox, and a cluster watch.
 """
 
 from __future__ import annotations
@@ -18,18 +21,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from flask import Flask
-
-from webhook import metrics
+from webhook import access, metrics
 from webhook.certs import CertError
 from webhook.jqexpr import Engine
-from webhook.limits import EVAL_TIMEOUT, LIVE_SAMPLES
+from webhook.limits import DRAIN_LIMIT, EVAL_TIMEOUT, LIVE_SAMPLES, MAX_BODY
 from webhook.registry import State
 from webhook.samples import SampleIndex
 from webhook.sandbox import Sandbox
 from webhook.server import Webhooks, create_app
-from webhook.tls import CertReloader
-from webhook.worker import worker_class
+from webhook.tls import CertReloader, ClientCAError
+from webhook.worker import WAITING_FACTOR, Limits, worker_class
 
 log = logging.getLogger("karta_webhook")
 
@@ -54,6 +55,27 @@ def dev_certificate(certs_dir: Path, port: int) -> tuple[Path, Path]:
         },
     )
     return paths.cert, paths.key
+
+
+def raise_open_files(want: int) -> int:
+    """Raise this process's soft limit on open files towards ``want`` (workers inherit it);
+    warn when the hard limit is lower. Returns the soft limit now in force."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= want:
+        return int(soft)
+    new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+    except (OSError, ValueError):
+        new = soft
+    if new < want:
+        log.warning(
+            "open-file limit below what --max-connections needs: connections past it wait",
+            extra={"fields": {"limit": new, "wanted": want}},
+        )
+    return int(new)
 
 
 def cluster_start(
@@ -91,8 +113,21 @@ def run(
     keepalive: int = 30,
     graceful_timeout: int = 20,
     worker_start: Sequence[WorkerStart] = (),
+    handshake_timeout: float = 5.0,
+    request_timeout: float = 5.0,
+    max_connections: int = 1000,
+    client_ca: str | Path | None = None,
+    metrics_port: int | None = None,
 ) -> int:
     """Serve ``create_app(state)`` with gunicorn until a signal stops it.
+
+    Connections: a TLS handshake must be done within ``handshake_timeout`` seconds of the
+    connect, a request (head and body) within ``request_timeout`` of its first byte; an idle
+    keep-alive connection is closed after ``keepalive``; each worker holds at most
+    ``max_connections`` (see :mod:`webhook.worker` for what happens past it). ``client_ca``
+    requires callers of the webhooks to present a certificate that CA signed;
+    ``metrics_port`` serves ``/metrics`` (and the probes) there, as plain HTTP, instead of on
+    the webhook port.
 
     ``state`` is loaded here, in the master, before the workers fork (so a bad catalog or policy
     fails before serving). Each worker then runs, in order: warm the jq sandbox, start the file
@@ -103,12 +138,16 @@ def run(
     from gunicorn.app.base import BaseApplication
 
     try:  # unusable files fail here, before forking, as an input error (exit 2)
-        cert = CertReloader(certfile, keyfile)
+        cert = CertReloader(certfile, keyfile, client_ca)
+    except ClientCAError as e:
+        raise CertError(str(e)) from None
     except (OSError, ValueError) as e:
         why = (e.strerror if isinstance(e, OSError) else None) or e
         raise CertError(
             f"cannot load TLS certificate {certfile} with key {keyfile}: {why}"
         ) from None
+    # every connection a worker may hold, and some for sandbox pipes, listeners, metric files
+    raise_open_files((1 + WAITING_FACTOR) * max(1, max_connections) + 256)
     app = create_app(
         state,
         engine=Engine(Sandbox(threads)),  # one child per request thread: none waits for one
@@ -120,6 +159,18 @@ def run(
     # the workers' reloads ("livemax" counts every live process).
     metrics.mark_process_dead(os.getpid())
     bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    binds = [bind]
+    if metrics_port is not None:
+        binds.append(f"[{host}]:{metrics_port}" if ":" in host else f"{host}:{metrics_port}")
+    wsgi = access.guard(app, metrics_port=metrics_port, client_auth=client_ca is not None)
+    limits = Limits(
+        handshake_timeout=handshake_timeout,
+        request_timeout=request_timeout,
+        max_body=MAX_BODY,
+        drain_limit=DRAIN_LIMIT,
+        plain_ports=frozenset({metrics_port} if metrics_port is not None else ()),
+        on_cut=lambda reason: metrics.CONNECTIONS_CUT.labels(reason).inc(),
+    )
 
     def ssl_context(conf: Any, default_factory: Any) -> ssl.SSLContext:
         return cert.context()
@@ -147,6 +198,8 @@ def run(
             extra={
                 "fields": {
                     "bind": bind,
+                    "metricsBind": binds[1] if len(binds) > 1 else None,
+                    "clientCA": str(client_ca) if client_ca is not None else None,
                     "workers": workers,
                     "threads": threads,
                     "definitions": len(state.snapshot.registry),
@@ -156,10 +209,11 @@ def run(
         )
 
     options: dict[str, Any] = {
-        "bind": [bind],
+        "bind": binds,
         "workers": max(1, workers),
-        "worker_class": worker_class(),
+        "worker_class": worker_class(limits),
         "threads": max(1, threads),
+        "worker_connections": max(1, max_connections),
         "keepalive": keepalive,
         "timeout": 30,
         "graceful_timeout": graceful_timeout,
@@ -190,8 +244,8 @@ def run(
                 if key in self.cfg.settings:  # settings differ between gunicorn versions
                     self.cfg.set(key, value)
 
-        def load(self) -> Flask:
-            return app
+        def load(self) -> access.WSGIApp:
+            return wsgi
 
     _Server().run()
     return 0

@@ -1,4 +1,5 @@
-"""The serving certificate, reloaded when its files change."""
+"""The serving certificate (and the CA that signs callers' certificates), reloaded when their
+files change."""
 
 from __future__ import annotations
 
@@ -12,8 +13,18 @@ from typing import Any
 log = logging.getLogger("karta_webhook")
 
 
+class ClientCAError(ValueError):
+    """The file given as the client CA does not load."""
+
+
 class CertReloader:
-    """A server TLS context (TLS >= 1.2) rebuilt when the certificate or key file changes.
+    """A server TLS context (TLS >= 1.2) rebuilt when the certificate, key or client CA file
+    changes.
+
+    With ``client_ca``, a client that presents a certificate must present one that CA signed,
+    or the handshake fails; a client without one is let through the handshake (kubelet probes
+    present none) and it is for the HTTP side to refuse it what needs authentication
+    (:mod:`webhook.access`). Only the given CA is trusted: no system store.
 
     :meth:`context` is gunicorn's ``ssl_context`` hook (its gthread worker calls it for every
     new connection); the context's ``sni_callback`` swaps in the newest context too, so a server
@@ -22,9 +33,12 @@ class CertReloader:
     connection while the last good context stays in use.
     """
 
-    def __init__(self, certfile: str | Path, keyfile: str | Path) -> None:
+    def __init__(
+        self, certfile: str | Path, keyfile: str | Path, client_ca: str | Path | None = None
+    ) -> None:
         self.certfile = str(certfile)
         self.keyfile = str(keyfile)
+        self.client_ca = str(client_ca) if client_ca is not None else None
         self._lock = threading.Lock()
         self._stamp: tuple[Any, ...] | None = None
         self._failed: tuple[Any, ...] | None = None
@@ -33,7 +47,9 @@ class CertReloader:
 
     def _stamps(self) -> tuple[Any, ...]:
         out: list[tuple[int, int, int] | None] = []
-        for p in (self.certfile, self.keyfile):
+        for p in (self.certfile, self.keyfile, self.client_ca):
+            if p is None:
+                continue
             try:
                 st = os.stat(p)
                 out.append((st.st_mtime_ns, st.st_size, st.st_ino))
@@ -42,9 +58,17 @@ class CertReloader:
         return tuple(out)
 
     def _build(self) -> ssl.SSLContext:
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.options |= ssl.OP_NO_RENEGOTIATION
         ctx.load_cert_chain(self.certfile, self.keyfile)
+        if self.client_ca is not None:
+            try:
+                ctx.load_verify_locations(cafile=self.client_ca)
+            except (OSError, ssl.SSLError) as e:
+                why = (e.strerror if isinstance(e, OSError) else None) or e
+                raise ClientCAError(f"cannot load client CA {self.client_ca}: {why}") from None
+            ctx.verify_mode = ssl.CERT_OPTIONAL
         ctx.set_alpn_protocols(["http/1.1"])
         ctx.sni_callback = self._sni
         return ctx

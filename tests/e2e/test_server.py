@@ -9,9 +9,7 @@ certificate, the policy) run last.
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
-import os
 import re
 import socket
 import ssl
@@ -20,7 +18,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,127 +27,37 @@ from helpers import (
     JOBSET,
     JOBSET_KARTA,
     POLICY,
-    ROOT,
     assert_denied_with_field_paths,
     broken_karta,
     load,
     patch_of,
     review,
 )
+from running import (
+    NAMESPACE,
+    SERVER_NAME,
+    SERVICE,
+    Server,
+    ServerFailed,
+    free_port,
+    serve_env,
+    start,
+)
 
 from webhook.certs import cert_fingerprint, write_certs
-
-SERVICE, NAMESPACE = "karta-webhook", "karta-system"
-SERVER_NAME = f"{SERVICE}.{NAMESPACE}.svc"
-
-
-@dataclass
-class Server:
-    port: int
-    ca: Path
-    certs: Path
-    policy: Path
-    log: Path
-    proc: subprocess.Popen[bytes]
-
-    def connect(self, timeout: float = 10.0) -> http.client.HTTPSConnection:
-        return _Conn(self.port, self.ca, timeout)
-
-    def request(
-        self, method: str, path: str, body: bytes | None = None, timeout: float = 10.0
-    ) -> tuple[int, bytes]:
-        conn = self.connect(timeout)
-        try:
-            headers = {"Content-Type": "application/json"} if body is not None else {}
-            conn.request(method, path, body=body, headers=headers)
-            resp = conn.getresponse()
-            return resp.status, resp.read()
-        finally:
-            conn.close()
-
-    def admit(self, path: str, rv: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
-        status, body = self.request("POST", path, json.dumps(rv).encode(), timeout)
-        assert status == 200, body
-        out = json.loads(body)
-        assert out["kind"] == "AdmissionReview" and out["apiVersion"] == "admission.k8s.io/v1"
-        assert out["response"]["uid"] == rv["request"]["uid"]
-        return out["response"]
-
-
-class _Conn(http.client.HTTPSConnection):
-    """Connects to 127.0.0.1 but sends SNI for, and verifies, the Service's DNS name."""
-
-    def __init__(self, port: int, ca: Path, timeout: float) -> None:
-        ctx = ssl.create_default_context(cafile=str(ca))
-        super().__init__("127.0.0.1", port, timeout=timeout, context=ctx)
-        self._ctx = ctx
-
-    def connect(self) -> None:
-        raw = socket.create_connection((self.host, self.port), self.timeout)
-        self.sock = self._ctx.wrap_socket(raw, server_hostname=SERVER_NAME)
-
-
-def _serve_env() -> dict[str, str]:
-    """The environment for ``python -m webhook serve`` run from a temporary directory: the
-    checkout importable, and no inherited metrics directory (serve makes and removes its own)."""
-    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("serve")
-    paths = write_certs(tmp / "certs", SERVICE, NAMESPACE)
-    policy = tmp / "policy.yaml"
-    policy.write_text(POLICY)
-    log = tmp / "server.log"
-    port = _free_port()
-    env = _serve_env()
-    cmd = [
-        sys.executable,
-        "-m",
-        "webhook",
-        "serve",
-        "--host=127.0.0.1",
-        f"--port={port}",
-        f"--tls-cert={paths.cert}",
-        f"--tls-key={paths.key}",
-        f"--policy={policy}",
-        "--workers=2",
-        "--validate-timeout=1",
-        "--no-kube",
-    ]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT)
-    server = Server(port, paths.ca_cert, tmp / "certs", policy, log, proc)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"server exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                if server.request("GET", "/healthz", timeout=2)[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"server did not answer /healthz in 30 s:\n{log.read_text()}")
-            time.sleep(0.1)
+        server = start(tmp, POLICY, ["--workers=2", "--validate-timeout=1"])
+    except ServerFailed as e:
+        pytest.fail(str(e))
+    try:
         yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        server.stop()
 
 
 @pytest.mark.parametrize(
@@ -163,8 +70,8 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 def test_bad_input_fails_startup_with_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
     (tmp_path / "bad-policy.yaml").write_text("rules: [{name: x, bogus: 1}]\n")
     (tmp_path / "bad.crt").write_text("garbage\n")
-    env = _serve_env()
-    cmd = [sys.executable, "-m", "webhook", "serve", "--no-kube", f"--port={_free_port()}", *args]
+    env = serve_env()
+    cmd = [sys.executable, "-m", "webhook", "serve", "--no-kube", f"--port={free_port()}", *args]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr

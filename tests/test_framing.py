@@ -1,0 +1,154 @@
+"""HTTP/1.1 request framing: where a request ends, however its bytes are split into reads."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from webhook.framing import Framer, Verdict
+
+MAX_HEAD, MAX_BODY, DRAIN = 1024, 100, 400
+
+
+def framer() -> Framer:
+    return Framer(max_head=MAX_HEAD, max_body=MAX_BODY, drain_limit=DRAIN)
+
+
+def feed(data: bytes, cuts: list[int] | None = None) -> tuple[Verdict, Framer, bytearray]:
+    """Feed ``data`` to a framer in pieces cut at ``cuts``; the first verdict that is not MORE
+    (or MORE at the end), the framer and what is left of the buffer."""
+    f = framer()
+    buf = bytearray()
+    points = [*sorted({c for c in cuts or [] if 0 < c < len(data)}), len(data)]
+    start = 0
+    verdict = Verdict.MORE
+    for point in points:
+        buf += data[start:point]
+        start = point
+        verdict = f.scan(buf)
+        if verdict is not Verdict.MORE:
+            return verdict, f, buf
+        if f.oversized:
+            f.discard(buf)
+    return verdict, f, buf
+
+
+def chunked(*pieces: bytes, trailer: bytes = b"") -> bytes:
+    out = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces if p)
+    return out + b"0\r\n" + trailer + b"\r\n"
+
+
+GET = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+POST = b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+CHUNKED = b"POST /mutate HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(
+    b"hel", b"lo", trailer=b"X-T: 1\r\n"
+)
+
+
+@pytest.mark.parametrize("request_bytes", [GET, POST, CHUNKED])
+def test_a_whole_request_is_complete_and_ends_where_it_ends(request_bytes: bytes) -> None:
+    verdict, f, _ = feed(request_bytes + b"GET /next HTTP/1.1\r\n")  # pipelined next request
+    assert verdict is Verdict.COMPLETE and f.end == len(request_bytes)
+
+
+@given(
+    st.sampled_from([GET, POST, CHUNKED]),
+    st.lists(st.integers(min_value=0, max_value=200), max_size=20),
+)
+def test_any_split_into_reads_frames_the_same(request_bytes: bytes, cuts: list[int]) -> None:
+    verdict, f, _ = feed(request_bytes, cuts)
+    assert verdict is Verdict.COMPLETE and f.end == len(request_bytes)
+    for n in range(len(request_bytes)):  # and no prefix is complete
+        assert feed(request_bytes[:n])[0] is Verdict.MORE
+
+
+def test_the_head_is_read_for_framing() -> None:
+    data = b"POST /mutate HTTP/1.1\r\nexpect: 100-Continue\r\ncontent-length:  5 \r\n\r\n"
+    verdict, f, _ = feed(data)
+    assert verdict is Verdict.MORE and f.head is not None
+    assert (f.head.method, f.head.target, f.head.length) == (b"POST", b"/mutate", 5)
+    assert f.head.expect_continue and not f.head.chunked
+    assert feed(data.replace(b"HTTP/1.1", b"HTTP/1.0"))[1].head.expect_continue is False  # type: ignore[union-attr]
+
+
+def test_started_tells_an_idle_connection_from_one_sending() -> None:
+    f = framer()
+    assert not f.started
+    assert f.scan(bytearray(b"GE")) is Verdict.MORE and f.started
+
+
+@pytest.mark.parametrize(
+    ("data", "status"),
+    [
+        (b"GET /\r\n\r\n", 400),
+        (b"GET / HTTP/2\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nno colon\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nName : v\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\n folded\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nContent-Length: 0x10\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY", 400),
+        (b"GET / HTTP/1.1\r\nX: " + b"a" * MAX_HEAD, 431),
+        (b"GET / HTTP/1.1\r\nX: " + b"a" * MAX_HEAD + b"\r\n\r\n", 431),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1" * 5000, 400),
+    ],
+)
+def test_what_cannot_be_framed_is_bad(data: bytes, status: int) -> None:
+    verdict, f, _ = feed(data)
+    assert verdict is Verdict.BAD and f.error[0] == status
+
+
+def test_repeated_equal_content_lengths_are_one() -> None:
+    data = b"POST / HTTP/1.1\r\nContent-Length: 2, 2\r\nContent-Length: 2\r\n\r\nab"
+    verdict, f, _ = feed(data)
+    assert verdict is Verdict.COMPLETE and f.end == len(data)
+
+
+def test_a_long_trailer_is_bad() -> None:
+    head = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n"
+    verdict, f, _ = feed(head + b"X: " + b"a" * MAX_HEAD + b"\r\n\r\n")
+    assert verdict is Verdict.BAD and f.error[0] == 431
+
+
+@given(st.lists(st.integers(min_value=0, max_value=400), max_size=10))
+def test_an_oversized_body_is_dropped_as_it_arrives_and_drained(cuts: list[int]) -> None:
+    body = b"x" * (MAX_BODY + 50)
+    data = b"POST / HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    verdict, f, buf = feed(data, cuts)
+    assert verdict is Verdict.DRAINED and f.oversized and not f.drain_exceeded
+    assert len(buf) <= len(data) - len(body) + 400  # dropped, not kept
+
+
+def test_a_content_length_past_the_drain_limit_is_known_at_once() -> None:
+    verdict, f, _ = feed(b"POST / HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % (DRAIN + 1))
+    assert verdict is Verdict.MORE and f.oversized and f.drain_exceeded
+
+
+@given(st.lists(st.integers(min_value=0, max_value=600), max_size=10))
+def test_a_chunked_body_over_the_cap_is_oversized_and_drained(cuts: list[int]) -> None:
+    data = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(
+        b"a" * 60, b"b" * 60, b"c" * 60
+    )
+    verdict, f, _ = feed(data, cuts)
+    assert verdict is Verdict.DRAINED and f.oversized and not f.drain_exceeded
+
+
+def test_a_chunked_body_past_the_drain_limit_is_exceeded() -> None:
+    data = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(*[b"a" * 90] * 6)
+    verdict, f, _ = feed(data)
+    assert verdict is Verdict.MORE or verdict is Verdict.DRAINED
+    assert f.oversized and f.drain_exceeded
+
+
+def test_chunked_framing_overhead_counts_against_the_cap() -> None:
+    # 90 data bytes (under the cap) in 1-byte chunks with long extensions: raw > 2 x cap
+    pieces = b"".join(b"1;ext=%s\r\na\r\n" % (b"e" * 10) for _ in range(90))
+    data = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + pieces + b"0\r\n\r\n"
+    _verdict, f, _ = feed(data)
+    assert f.oversized
