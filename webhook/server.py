@@ -143,17 +143,24 @@ def create_app(
         finally:
             hooks.validations.release()
 
+    routes: dict[str, tuple[str, Handler]] = {
+        "/mutate": ("mutate", mutate_handler),
+        "/validate": ("validate", validate_handler),
+    }
+
     @app.before_request
     def _reload() -> None:
         hooks.reloader.maybe_reload()
 
-    @app.post("/mutate")
-    def mutate() -> Response:
-        return _admit(state, "mutate", mutate_handler)
+    def flask_admit() -> Response:  # reached only without AdmissionRoutes in front
+        webhook, handle = routes[request.path]
+        _drain_oversized()
+        status, body = admit(state, webhook, handle, request.get_data(cache=False))
+        mimetype = "application/json" if status == 200 else "text/plain"
+        return Response(body, status, mimetype=mimetype)
 
-    @app.post("/validate")
-    def validate() -> Response:
-        return _admit(state, "validate", validate_handler)
+    for path in routes:  # registered so that other methods get 405 with Allow
+        app.add_url_rule(path, path.strip("/"), flask_admit, methods=["POST"])
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -194,7 +201,76 @@ def create_app(
         log.exception("unhandled error", extra={"fields": {"path": request.path}})
         return _text(500, "internal error")
 
+    app.wsgi_app = AdmissionRoutes(  # type: ignore[method-assign]
+        app.wsgi_app, routes, hooks.reloader, state
+    )
     return app
+
+
+class AdmissionRoutes:
+    """WSGI middleware in front of Flask that answers ``POST /mutate`` and ``POST /validate``
+    itself: the admission path is the hot path, and Flask's request context, routing and
+    response objects cost more than the answer (everything else goes on to Flask). Bodies over
+    :data:`MAX_BODY` get 413 (read and dropped up to :data:`DRAIN_LIMIT` first, so that the
+    client sees it; under the server's worker, the poller has done that already)."""
+
+    def __init__(
+        self,
+        app: Callable[..., Any],
+        routes: Mapping[str, tuple[str, Handler]],
+        reloader: FileReloader,
+        state: State,
+    ) -> None:
+        self.app = app
+        self.routes = routes
+        self.reloader = reloader
+        self.state = state
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        route = self.routes.get(environ.get("PATH_INFO", ""))
+        if route is None or environ.get("REQUEST_METHOD") != "POST":
+            return self.app(environ, start_response)
+        self.reloader.maybe_reload()
+        body = _read_body(environ)
+        if body is None:
+            status, out = 413, f"request body larger than {MAX_BODY} bytes\n".encode()
+        else:
+            status, out = admit(self.state, route[0], route[1], body)
+        kind = "application/json" if status == 200 else "text/plain; charset=utf-8"
+        start_response(_STATUS[status], [("Content-Type", kind), ("Content-Length", str(len(out)))])
+        return [out]
+
+
+_STATUS = {200: "200 OK", 400: "400 BAD REQUEST", 413: "413 REQUEST ENTITY TOO LARGE"}
+
+
+def _read_body(environ: Mapping[str, Any]) -> bytes | None:
+    """The request body, or None when it is over :data:`MAX_BODY` (drained up to
+    :data:`DRAIN_LIMIT` first). Without a Content-Length (chunked), read to the end, capped."""
+    stream = environ.get("wsgi.input")
+    if stream is None:
+        return b""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or -1)
+    except ValueError:
+        length = -1
+    if 0 <= length <= MAX_BODY:
+        return bytes(stream.read(length)) if length else b""
+    if length > MAX_BODY:
+        if length <= DRAIN_LIMIT:
+            # A client that hangs up mid-drain is still answered 413 (as far as it listens):
+            # the answer does not depend on the rest of the body, and a 500 would be wrong.
+            with contextlib.suppress(OSError):
+                while length > 0 and (chunk := stream.read(min(length, 1 << 16))):
+                    length -= len(chunk)
+        return None
+    chunks, size = [], 0
+    while chunk := stream.read(1 << 16):
+        size += len(chunk)
+        if size > MAX_BODY:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _judged(req: admission.Request) -> bool:
@@ -270,10 +346,10 @@ def _drain_oversized() -> None:
     raise RequestEntityTooLarge()
 
 
-def _admit(state: State, webhook: str, handle: Handler) -> Response:
+def admit(state: State, webhook: str, handle: Handler, body: bytes) -> tuple[int, bytes]:
+    """One admission request: decode, handle, encode, count and log. The HTTP status (200,
+    or 400 for a body that is no AdmissionReview, with a one-line reason) and the body."""
     start = time.perf_counter()
-    _drain_oversized()
-    body = request.get_data(cache=False)  # 413 past MAX_CONTENT_LENGTH; any content type
     try:
         req = admission.decode(body)
     except admission.BadReview as e:
@@ -283,7 +359,7 @@ def _admit(state: State, webhook: str, handle: Handler) -> Response:
             "bad admission request",
             extra={"fields": {"webhook": webhook, "outcome": "bad_request", "reason": str(e)}},
         )
-        return _text(400, str(e))
+        return 400, (str(e) + "\n").encode()
     snap = state.snapshot  # once per request: one consistent registry and policy
     gvk = handlers.object_gvk(req)
     kind = _kind_label(snap, gvk)
@@ -338,7 +414,7 @@ def _admit(state: State, webhook: str, handle: Handler) -> Response:
             }
         },
     )
-    return Response(out, 200, mimetype="application/json")
+    return 200, out
 
 
 def _meta_name(obj: Any) -> str:
