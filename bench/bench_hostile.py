@@ -1,6 +1,6 @@
 """``/mutate`` latency while the server is attacked, and the memory its processes take.
 
-Starts ``karta-webhook serve`` on 127.0.0.1 (2 workers, 8 threads, the default limits) and
+Starts ``karta-webhook serve`` on 127.0.0.1 (2 workers, 4 threads, the default limits) and
 runs each attack for a bounded time from a separate process, on loopback only:
 
 * ``slow-headers``: TLS connections that send their headers one byte a second;
@@ -302,7 +302,7 @@ def _pct(values: list[float], q: float) -> str:
 def run_one(name: str, seconds: float, ramp: float) -> tuple[Calls, Memory, dict[str, int]]:
     """A fresh server, ``name`` attacking it (``none``: nobody), measured for ``seconds``."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-hostile-"))
-    srv = start(tmp, POLICY, ["--workers=2", "--threads=8"], metrics_port=free_port())
+    srv = start(tmp, POLICY, ["--workers=2", "--threads=4"], metrics_port=free_port())
     mem = Memory(srv.proc.pid)
     sampler = threading.Thread(target=mem.run, daemon=True)
     sampler.start()

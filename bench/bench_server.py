@@ -45,7 +45,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "e2e")]
 from helpers import JOBSET, POLICY, load, review  # noqa: E402
 from running import free_port, serve_env  # noqa: E402
 
-WORKERS, THREADS = 2, 8
+WORKERS, THREADS = 2, 4
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 #: A definition only libjq can evaluate (``limit/2`` is outside the native subset).

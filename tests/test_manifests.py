@@ -343,6 +343,27 @@ def test_deployment_security(deployment: Obj) -> None:
         assert "memory" in res["limits"]
 
 
+def _mib(quantity: str) -> int:
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024}
+    for suffix, scale in units.items():
+        if quantity.endswith(suffix):
+            return int(float(quantity[: -len(suffix)]) * scale)
+    return int(quantity) // (1024 * 1024)
+
+
+def test_memory_limit_is_derived_from_workers_and_their_children(deployment: Obj) -> None:
+    """The limit covers every worker and every sandbox child at its peak (limits.py), for the
+    workers and threads the Deployment runs with, so that no process is killed for memory."""
+    from webhook.cli import build_parser
+    from webhook.limits import memory_limit_mib
+
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    args = build_parser().parse_args(container["args"])
+    need = memory_limit_mib(args.workers, args.threads)
+    limit = _mib(container["resources"]["limits"]["memory"])
+    assert need <= limit < need * 1.25, (need, limit)
+
+
 def test_deployment_probes(deployment: Obj) -> None:
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):

@@ -26,7 +26,7 @@ from webhook.errors import InputError, KartaError
 from webhook.gvk import GVK
 from webhook.handlers import mutate_object, validate
 from webhook.jqexpr import Engine
-from webhook.limits import EVAL_TIMEOUT, LIVE_SAMPLES, MAX_LIVE_SAMPLES
+from webhook.limits import EVAL_TIMEOUT, LIVE_SAMPLES, MAX_LIVE_SAMPLES, THREADS
 from webhook.policy import EMPTY, load_policy
 from webhook.registry import Registry, load_registry
 from webhook.samples import SampleIndex
@@ -437,7 +437,13 @@ def build_parser() -> argparse.ArgumentParser:
     catalog(s)
     s.add_argument("--policy", metavar="FILE")
     s.add_argument("--workers", type=int, default=2, metavar="N")
-    s.add_argument("--threads", type=int, default=8, metavar="N", help="request threads per worker")
+    s.add_argument(
+        "--threads",
+        type=int,
+        default=THREADS,
+        metavar="N",
+        help="request threads per worker (each with a sandbox child)",
+    )
     s.add_argument(
         "--certs-dir",
         default="certs",

@@ -58,6 +58,25 @@ SANDBOX_REPLY_BYTES: Final = 64 * 1024 * 1024
 #: Compiled programs a sandbox child keeps.
 SANDBOX_PROGRAMS: Final = 64
 
+# --------------------------------------------------------------------------- memory
+
+#: Request threads per worker (``serve --threads``): the worker's poller does all waiting on
+#: clients, so threads only run complete requests; each has its sandbox child.
+THREADS: Final = 4
+#: Peak resident memory of one worker serving a 3 MiB object on every thread (measured: 105
+#: MiB with 4 threads), with a margin.
+WORKER_PEAK_MIB: Final = 128
+#: Peak resident memory of one sandbox child evaluating a 3 MiB object (measured: 77 MiB; its
+#: address space is capped at SANDBOX_MEMORY), with a margin.
+CHILD_PEAK_MIB: Final = 96
+
+
+def memory_limit_mib(workers: int, threads: int = THREADS) -> int:
+    """What a pod needs at most: every worker at its peak, and its sandbox children (one per
+    request thread, one for validations) all at theirs. The manifests' limit is this."""
+    children = threads + VALIDATE_CONCURRENCY
+    return workers * (WORKER_PEAK_MIB + children * CHILD_PEAK_MIB)
+
 # --------------------------------------------------------------------------- caches
 
 #: Text of parsed plain-path expressions kept, in bytes (definitions repeat on every request).

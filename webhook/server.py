@@ -111,7 +111,7 @@ def create_app(
     app = Flask("webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     engine = engine or Engine()
-    validate_engine = validate_engine or Engine(Sandbox(VALIDATE_CONCURRENCY + 1, nice=10))
+    validate_engine = validate_engine or Engine(Sandbox(VALIDATE_CONCURRENCY, nice=10))
     hooks = Webhooks(state, engine, validate_engine, samples, validate_timeout, reloader)
     app.extensions["karta"] = hooks
     metrics.DEFINITIONS.set(len(state.snapshot.registry))

@@ -66,8 +66,11 @@ READ_BUDGET = 256 * 1024
 PAUSE_MIN = 64 * 1024
 #: How long a connection the worker answered itself is drained before it is closed.
 LINGER = 2.0
-#: Connections accepted per readiness event of a listener.
+#: Connections accepted per readiness event of a listener. While a worker holds few
+#: connections it takes one per event, so that the workers share the API server's connection
+#: pool evenly (all of a pool's connections arrive at once); under a flood, a burst.
 ACCEPT_BURST = 32
+FEW_CONNECTIONS = 64
 #: Connections whose ClientHello has not fully arrived (a socket each, no TLS state yet) may
 #: number this many times ``worker_connections``.
 WAITING_FACTOR = 4
@@ -310,7 +313,7 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
     # ----------------------------------------------------------------------------- accept
 
     def accept(self, listener: Any) -> None:
-        for _ in range(ACCEPT_BURST):
+        for _ in range(ACCEPT_BURST if len(self._open) >= FEW_CONNECTIONS else 1):
             if len(self._full) >= self.worker_connections and len(self._full) <= self._busy:
                 return  # every connection is being served: the rest wait in the backlog
             try:
