@@ -99,24 +99,33 @@ class Memo(Generic[V]):
         self.bytes += len(key)
 
 
-# Boxed, so that "not plain" (None) can be kept too.
-_plain_cache: Memo[tuple[tuple[Step, ...] | None]] = Memo(
-    PLAIN_CACHE_BYTES, MAX_EXPRESSION_BYTES // 16
-)
+#: A plain path as evaluated: its steps, and the names when every step is an object key (most
+#: write paths: followed in a loop); boxed, so that "not plain" (None) is kept too.
+_Plain = tuple[tuple[Step, ...], tuple[str, ...] | None] | None
+_plain_cache: Memo[tuple[_Plain]] = Memo(PLAIN_CACHE_BYTES, MAX_EXPRESSION_BYTES // 16)
 
 
 #: Plain paths longer than this go to the native evaluator (the walk recurses once per step).
 _PLAIN_STEPS = 64
 
 
-def plain(expr: str) -> tuple[Step, ...] | None:
-    """The parsed steps of a plain path expression, or None (memoised: definitions repeat)."""
+def _plain(expr: str) -> _Plain:
     box = _plain_cache.get(expr)
     if box is None:
         steps = jqpath.parse_plain(expr)
-        box = (steps if steps is not None and len(steps) <= _PLAIN_STEPS else None,)
+        if steps is None or len(steps) > _PLAIN_STEPS:
+            box = (None,)
+        else:
+            names = tuple(s.name for s in steps if isinstance(s, jqpath.Key))
+            box = ((steps, names if len(names) == len(steps) else None),)
         _plain_cache.put(expr, box)
     return box[0]
+
+
+def plain(expr: str) -> tuple[Step, ...] | None:
+    """The parsed steps of a plain path expression, or None (memoised: definitions repeat)."""
+    found = _plain(expr)
+    return found[0] if found is not None else None
 
 
 _native_cache: Memo[tuple[Program | None]] = Memo(PLAIN_CACHE_BYTES, MAX_EXPRESSION_BYTES)
@@ -165,23 +174,9 @@ def pointer(path: Sequence[PathToken]) -> str:
     return "/" + "/".join(parts) if parts else ""
 
 
-_keys_memo: dict[tuple[Step, ...], tuple[str, ...] | None] = {}
-
-
-def _key_chain(steps: tuple[Step, ...]) -> tuple[str, ...] | None:
-    """The names of a path made of object keys only (most write paths), else None."""
-    try:
-        return _keys_memo[steps]
-    except KeyError:
-        names = tuple(s.name for s in steps if isinstance(s, jqpath.Key))
-        chain = names if len(names) == len(steps) else None
-        if len(_keys_memo) < 4096:  # the memo's keys are parsed definitions' paths
-            _keys_memo[steps] = chain
-        return chain
-
-
-def _native(steps: tuple[Step, ...], mode: Mode, obj: Any) -> Outcome:
-    chain = _key_chain(steps)
+def _native(
+    steps: tuple[Step, ...], chain: tuple[str, ...] | None, mode: Mode, obj: Any
+) -> Outcome:
     if chain is not None:  # one location: follow the keys (errors: the walk says them)
         cur = obj
         for name in chain:
@@ -273,9 +268,9 @@ class Engine:
             if mode == "compile":
                 remote.append(i)
                 continue
-            steps = plain(expr)
-            if steps is not None:
-                out[i] = _native(steps, mode, obj)
+            found = _plain(expr)
+            if found is not None:
+                out[i] = _native(found[0], found[1], mode, obj)
                 continue
             prog = native(expr)
             done = _run_native(prog, mode, obj) if prog is not None else None

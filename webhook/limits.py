@@ -77,6 +77,7 @@ def memory_limit_mib(workers: int, threads: int = THREADS) -> int:
     children = threads + VALIDATE_CONCURRENCY
     return workers * (WORKER_PEAK_MIB + children * CHILD_PEAK_MIB)
 
+
 # --------------------------------------------------------------------------- caches
 
 #: Text of parsed plain-path expressions kept, in bytes (definitions repeat on every request).

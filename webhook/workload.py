@@ -197,15 +197,17 @@ def resolve(karta: Karta, obj: Mapping[str, Any], engine: Engine, *, full: bool 
 
 
 def _locs(
-    batch: _Batch, expr: str | None, what: str, warnings: list[str]
+    batch: _Batch, expr: str | None, c: Component, field: str, warnings: list[str]
 ) -> list[tuple[Path_, Any]]:
+    """The locations a write field found; a failure is a warning and a mutation failure."""
     out = batch.get(expr, "paths")
     if out is None:
         return []
     if out.error:
+        what = f"component {c.name!r}: {field}"
         warnings.append(f"{what} {expr!r}: {out.error}")
         batch.failures.append(f"{what}: {out.error}")
-    return list(out.items)
+    return out.items
 
 
 def parent_object(obj: Any, loc: Path_) -> dict[str, Any] | None:
@@ -280,8 +282,7 @@ def _template_rows(c: Component, batch: _Batch, full: bool, warnings: list[str])
     """``podTemplateSpecPath``: every injectable at its place below the template, anchored at
     the resolved template."""
     rows = []
-    what = f"component {c.name!r}: podTemplateSpecPath"
-    for loc, val in _locs(batch, c.expr(Role.POD_TEMPLATE_SPEC), what, warnings):
+    for loc, val in _locs(batch, c.expr(Role.POD_TEMPLATE_SPEC), c, TEMPLATE, warnings):
         if not isinstance(val, dict):
             rows.append(_Row(loc, present=False))
             continue
@@ -299,8 +300,8 @@ def _pod_spec_rows(
     metadata location per pod spec there is nowhere to put labels and annotations."""
     where = f"component {c.name!r}:"
     meta_expr = c.expr(Role.METADATA)
-    specs = _locs(batch, c.expr(Role.POD_SPEC), f"{where} podSpecPath", warnings)
-    metas = _locs(batch, meta_expr, f"{where} metadataPath", warnings)
+    specs = _locs(batch, c.expr(Role.POD_SPEC), c, "podSpecPath", warnings)
+    metas = _locs(batch, meta_expr, c, "metadataPath", warnings)
     if meta_expr and len(metas) != len(specs):
         warnings.append(
             f"{where} metadataPath found {len(metas)} location(s) but podSpecPath {len(specs)}; labels and annotations not written"
@@ -356,33 +357,40 @@ def _fragment_rows(
     (read-only fields), aligned by position. An instance is present when one of its write
     fragments has an existing parent object — or, for the root, one that can be created (see
     :func:`creatable`) — or, with no write fields, a read value is set."""
-    where = f"component {c.name!r}: fragmentedPodSpecDefinition"
     exprs = c.exprs
-    found = {
-        role: _locs(batch, exprs.get(role), f"{where}.{role.value}", warnings)
-        for role in WRITE_FRAGMENTS
-    }
+    found: dict[Role, list[tuple[Path_, Any]]] = {}
     reads: dict[Role, list[Any]] = {}
+    n = 0
+    for role in WRITE_FRAGMENTS:
+        expr = exprs.get(role)
+        field = f"fragmentedPodSpecDefinition.{role.value}"
+        locs = _locs(batch, expr, c, field, warnings) if expr else []
+        found[role] = locs
+        n = max(n, len(locs))
     for role in GPU_FRAGMENTS:
-        out = batch.get(exprs.get(role), "values")
-        if out is not None and out.error:
-            warnings.append(f"{where}.{role.value}: {out.error}")
-        reads[role] = list(out.items) if out is not None and out.ok else []
-    n = max((len(v) for v in (*found.values(), *reads.values())), default=0)
+        expr = exprs.get(role)
+        out = batch.get(expr, "values") if expr else None
+        items: list[Any] = []
+        if out is not None:
+            if out.error:
+                warnings.append(f"{_fragment(c, role)}: {out.error}")
+            else:
+                items = out.items
+        reads[role] = items
+        n = max(n, len(items))
     if n == 0:
         return []
     for table in (found, reads):
-        for role, items in table.items():
-            if items and len(items) != n:
+        for role, got in table.items():
+            if got and len(got) != n:
                 warnings.append(
-                    f"{where}.{role.value} found {len(items)} result(s), expected {n}; not used"
+                    f"{_fragment(c, role)} found {len(got)} result(s), expected {n}; not used"
                 )
                 table[role] = []
     has_writes = any(found.values())
     parents: dict[Path_, Any] = {}  # a component's fragments usually share their parent
 
-    def slot(role: Role, i: int) -> Slot | None:
-        locs = found[role]
+    def slot(locs: list[tuple[Path_, Any]], i: int) -> Slot | None:
         if i >= len(locs):
             return None
         loc = locs[i][0]
@@ -397,26 +405,26 @@ def _fragment_rows(
         made = creatable(obj, loc) if root else None
         return Slot(loc, made[0], made[1]) if made is not None else None
 
-    def read(role: Role, i: int) -> Any:
-        return reads[role][i] if i < len(reads[role]) else None
-
     rows = []
     for i in range(n):
-        slots = {inj.key: s for inj in INJECTABLES if (s := slot(inj.fragment, i)) is not None}
-        anchors = [found[role][i][0] for role in WRITE_FRAGMENTS if i < len(found[role])]
-        if has_writes:
-            present = bool(slots)
-        else:
-            present = any(read(role, i) is not None for role in GPU_FRAGMENTS)
-        rows.append(
-            _Row(
-                anchors[0] if anchors else None,
-                present,
-                slots,
-                gpus.fragment_gpus(*(read(role, i) for role in GPU_FRAGMENTS)),
-            )
-        )
+        slots: dict[str, Slot] = {}
+        anchor: Path_ | None = None
+        for inj in INJECTABLES:
+            locs = found[inj.fragment]
+            if anchor is None and i < len(locs):
+                anchor = locs[i][0]
+            s = slot(locs, i)
+            if s is not None:
+                slots[inj.key] = s
+        values = [got[i] if i < len(got) else None for got in reads.values()]
+        present = bool(slots) if has_writes else any(v is not None for v in values)
+        rows.append(_Row(anchor, present, slots, gpus.fragment_gpus(*values)))
     return rows
+
+
+def _fragment(c: Component, role: Role) -> str:
+    """A fragmented field in messages."""
+    return f"component {c.name!r}: fragmentedPodSpecDefinition.{role.value}"
 
 
 def _instance_ids(c: Component, rows: list[_Row], batch: _Batch, warnings: list[str]) -> list[str]:
