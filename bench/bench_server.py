@@ -11,7 +11,8 @@ runs ``wrk`` (HTTP/1.1 keep-alive over TLS) at 1, 4, 16 and 64 connections again
 * ``null path``: a review of a kind with no definition (decoded, looked up, allowed);
 * ``bare flask``: the bare app.
 
-Printed per case and connection count: requests per second, p50 and p99 latency (wrk's), and
+Printed per case and connection count, the medians over the rounds: requests per second, p50
+and p99 latency (wrk's), and
 the server's CPU per request (user + system time of the server's processes, its sandbox
 children included, from ``/proc``, divided by the requests answered). Also: sandbox children
 started during the measured runs (goal: none after warm-up).
@@ -31,6 +32,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -250,9 +252,7 @@ def main() -> None:
             _wrk(port.get(name, ours_port), "/mutate", tmp / f"{name.replace(' ', '-')}.json", 4,
                  1, tmp / "post.lua")  # fmt: skip
         children_before = _children_of_workers(ours.pid)
-        results: dict[tuple[str, int], dict[str, float]] = defaultdict(
-            lambda: {"requests": 0, "cpu": 0.0, "p50": 0.0, "p99": 0.0, "runs": 0, "secs": 0.0}
-        )
+        results: dict[tuple[str, int], list[dict[str, float]]] = defaultdict(list)
         for _ in range(args.rounds):
             for c in conns:
                 for name in bodies:
@@ -261,13 +261,15 @@ def main() -> None:
                     t0 = time.monotonic()
                     r = _wrk(p, "/mutate", tmp / f"{name.replace(' ', '-')}.json", c,
                              args.seconds, tmp / "post.lua")  # fmt: skip
-                    acc = results[(name, c)]
-                    acc["secs"] += time.monotonic() - t0
-                    acc["cpu"] += _cpu(server) - cpu0
-                    acc["requests"] += r["requests"]
-                    acc["p50"] += r["p50"]
-                    acc["p99"] += r["p99"]
-                    acc["runs"] += 1
+                    secs = time.monotonic() - t0
+                    results[(name, c)].append(
+                        {
+                            "rps": r["requests"] / secs,
+                            "p50": r["p50"],
+                            "p99": r["p99"],
+                            "cpu": 1e6 * (_cpu(server) - cpu0) / max(1, r["requests"]),
+                        }
+                    )
                     if r["errors"]:
                         print(f"warning: {name} at {c}: {r['errors']} non-2xx answers")
         children_after = _children_of_workers(ours.pid)
@@ -276,14 +278,18 @@ def main() -> None:
             proc.terminate()
         for proc in (ours, bare):
             proc.wait(timeout=30)
+    print(f"medians of {args.rounds} interleaved runs of {args.seconds:g} s each")
     print(f"{'case':<14} {'conns':>5} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'CPU µs/req':>11}")
     for c in conns:
         for name in bodies:
-            acc = results[(name, c)]
-            rps = acc["requests"] / acc["secs"]
+            runs = results[(name, c)]
+
+            def med(key: str, runs: list[dict[str, float]] = runs) -> float:
+                return statistics.median(r[key] for r in runs)
+
             print(
-                f"{name:<14} {c:>5} {rps:>8.0f} {acc['p50'] / acc['runs']:>8.2f} "
-                f"{acc['p99'] / acc['runs']:>8.2f} {1e6 * acc['cpu'] / acc['requests']:>11.0f}"
+                f"{name:<14} {c:>5} {med('rps'):>8.0f} {med('p50'):>8.2f} {med('p99'):>8.2f} "
+                f"{med('cpu'):>11.0f}"
             )
     spawned = children_after - children_before
     print(f"sandbox children started after warm-up: {len(spawned)}")

@@ -30,7 +30,7 @@ from webhook.samples import SampleIndex
 from webhook.sandbox import Sandbox
 from webhook.server import Webhooks, create_app
 from webhook.tls import CertReloader, ClientCAError
-from webhook.worker import WAITING_FACTOR, Limits, worker_class
+from webhook.worker import WAITING_FACTOR, Limits, Shares, worker_class
 
 log = logging.getLogger("karta_webhook")
 
@@ -170,6 +170,7 @@ def run(
         drain_limit=DRAIN_LIMIT,
         plain_ports=frozenset({metrics_port} if metrics_port is not None else ()),
         on_cut=lambda reason: metrics.CONNECTIONS_CUT.labels(reason).inc(),
+        shares=Shares(max(64, 2 * workers)) if workers > 1 else None,
     )
 
     def ssl_context(conf: Any, default_factory: Any) -> ssl.SSLContext:

@@ -39,6 +39,7 @@ import errno
 import heapq
 import itertools
 import math
+import os
 import selectors
 import socket
 import ssl
@@ -67,10 +68,58 @@ PAUSE_MIN = 64 * 1024
 #: How long a connection the worker answered itself is drained before it is closed.
 LINGER = 2.0
 #: Connections accepted per readiness event of a listener. While a worker holds few
-#: connections it takes one per event, so that the workers share the API server's connection
-#: pool evenly (all of a pool's connections arrive at once); under a flood, a burst.
+#: connections it takes one per event; under a flood, a burst.
 ACCEPT_BURST = 32
 FEW_CONNECTIONS = 64
+#: While it holds few connections, a worker that holds more than another lets that one take
+#: the next (it stops accepting for ACCEPT_YIELD, at most YIELD_MAX in a row): a client's
+#: connections opened together (an API server's pool) spread over the workers, instead of one
+#: worker taking all while the other idles (its threads would contend for one interpreter lock).
+ACCEPT_YIELD, YIELD_MAX = 0.002, 0.05
+
+
+class Shares:
+    """Open connections per worker, in memory shared by the workers (made before they fork):
+    one ``(pid, count)`` slot each, claimed at start; a dead worker's slot is taken over."""
+
+    def __init__(self, slots: int = 64) -> None:
+        import multiprocessing
+
+        self._table = multiprocessing.RawArray("q", 2 * slots)
+        self.slots = slots
+
+    def claim(self, pid: int) -> int:
+        t = self._table
+        for i in range(self.slots):
+            owner = t[2 * i]
+            if owner == 0 or owner == pid or not _alive(owner):
+                t[2 * i], t[2 * i + 1] = pid, 0
+                return i
+        return -1
+
+    def set(self, slot: int, count: int) -> None:
+        if slot >= 0:
+            self._table[2 * slot + 1] = count
+
+    def fewest_elsewhere(self, slot: int) -> int | None:
+        """The fewest open connections of another live worker, None if there is none."""
+        t = self._table
+        counts = [
+            t[2 * i + 1] for i in range(self.slots) if i != slot and t[2 * i] and _alive(t[2 * i])
+        ]
+        return min(counts) if counts else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 #: Connections whose ClientHello has not fully arrived (a socket each, no TLS state yet) may
 #: number this many times ``worker_connections``.
 WAITING_FACTOR = 4
@@ -95,6 +144,8 @@ class Limits:
     plain_ports: frozenset[int] = frozenset()
     #: Called with a reason whenever the worker cuts a connection (for a metric).
     on_cut: Callable[[str], None] | None = field(default=None, compare=False)
+    #: The workers' open-connection counts, shared (None: no sharing, one worker).
+    shares: Shares | None = field(default=None, compare=False)
 
 
 class Phase(Enum):
@@ -189,10 +240,14 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         self._buffered = 0
         self._accept_pause_until = 0.0
         self._addresses: dict[int, Any] = {}
+        self._share_slot = -1  # claimed in the worker process (run)
+        self._yielding_since: float | None = None
 
     # ----------------------------------------------------------------------------- the loop
 
     def run(self) -> None:
+        if self.limits.shares is not None:
+            self._share_slot = self.limits.shares.claim(os.getpid())
         self._defer_accept()
         self.poller.register(
             self.method_queue.fileno(), selectors.EVENT_READ, self.method_queue.run_callbacks
@@ -271,9 +326,12 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         while rechecks and rechecks[0][2] not in self._waiting:
             heapq.heappop(rechecks)
         due = min([t[0][0] for t in (timers, rechecks) if t], default=None)
+        now = time.monotonic()
+        if self._accept_pause_until > now:  # accepting resumes then
+            due = self._accept_pause_until if due is None else min(due, self._accept_pause_until)
         if due is None:
             return 1.0
-        return max(0.0, min(1.0, due - time.monotonic()))
+        return max(0.0, min(1.0, due - now))
 
     def _set_deadline(self, conn: _Conn, deadline: float) -> None:
         conn.deadline = deadline
@@ -312,8 +370,30 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
 
     # ----------------------------------------------------------------------------- accept
 
+    def _yield_accept(self) -> bool:
+        """Whether to leave the next connection to a worker that holds fewer (see
+        :data:`ACCEPT_YIELD`); then accepting pauses briefly."""
+        shares = self.limits.shares
+        if shares is None or len(self._open) >= FEW_CONNECTIONS:
+            return False
+        fewest = shares.fewest_elsewhere(self._share_slot)
+        now = time.monotonic()
+        if fewest is None or len(self._open) <= fewest:
+            self._yielding_since = None
+            return False
+        if self._yielding_since is None:
+            self._yielding_since = now
+        elif now - self._yielding_since > YIELD_MAX:  # the other one does not take it
+            self._yielding_since = None
+            return False
+        self._accept_pause_until = now + ACCEPT_YIELD
+        self._update_accepting()
+        return True
+
     def accept(self, listener: Any) -> None:
-        for _ in range(ACCEPT_BURST if len(self._open) >= FEW_CONNECTIONS else 1):
+        if self._yield_accept():
+            return
+        for _ in range(1 if len(self._open) < FEW_CONNECTIONS else ACCEPT_BURST):
             if len(self._full) >= self.worker_connections and len(self._full) <= self._busy:
                 return  # every connection is being served: the rest wait in the backlog
             try:
@@ -346,6 +426,8 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         conn = _Conn(sock, addr, server, tls)
         self._open[conn] = None
         self.nr_conns = len(self._open)
+        if self.limits.shares is not None:
+            self.limits.shares.set(self._share_slot, self.nr_conns)
         # TLS is set up once the ClientHello is in (until then a connection costs a socket
         # only); a plain connection's first request byte is due when a handshake would be done.
         self._set_deadline(conn, time.monotonic() + self.limits.handshake_timeout)
@@ -654,6 +736,8 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         self._full.pop(conn, None)
         self._idle.pop(conn, None)
         self.nr_conns = len(self._open)
+        if self.limits.shares is not None:
+            self.limits.shares.set(self._share_slot, self.nr_conns)
         self._account(conn)
         with contextlib.suppress(OSError):
             conn.sock.close()
