@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from webhook import jsontext
 from webhook.cli import main
 from webhook.definitions import catalog_dir
 
@@ -182,3 +183,46 @@ def test_yaml_timestamps_are_text_not_a_traceback(
     assert view["status"] != "" and any("2024-01-01" in w for w in view["warnings"])
     assert main(["mutate", "-f", str(f), "--policy", str(policy_file), "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["metadata"]["annotations"]["created"] == "2024-01-01"
+
+
+def test_mutate_json_of_a_document_deeper_than_orjson_indents(
+    policy_file: Path, tmp_path: Path
+) -> None:
+    """A free-form field 3,000 levels deep: the JSON output is still the whole mutated object
+    (printed compact past orjson's depth), from a child process as a user runs it."""
+    doc = yaml.safe_load(JOBSET.read_text())
+    deep: dict[str, object] = {"leaf": 1}
+    for _ in range(3000):
+        deep = {"d": deep}
+    doc["metadata"]["annotations"] = {"note": "x"}
+    doc["spec"]["replicatedJobs"][0]["template"]["metadata"] = {"labels": {"a": "b"}}
+    doc["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0][
+        "x-deep"
+    ] = deep
+    src = tmp_path / "deep.json"
+    src.write_bytes(jsontext.dumps(doc))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "mutate",
+            "-f",
+            str(src),
+            "--policy",
+            str(policy_file),
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    out = jsontext.loads(r.stdout)
+    tmpl = out["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    assert tmpl["spec"]["schedulerName"] == "kai-scheduler"
+    node = tmpl["spec"]["containers"][0]["x-deep"]
+    for _ in range(3000):
+        node = node["d"]
+    assert node == {"leaf": 1}

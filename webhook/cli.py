@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonpatch
+import orjson
 import yaml
 
 from webhook import __version__, describe, jsontext, suite
@@ -53,7 +54,13 @@ def _dump_yaml(docs: Sequence[Any]) -> str:
 
 
 def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False))
+    """Indented JSON; a document nested past what orjson indents is printed compact (the
+    stdlib's indenting encoder is quadratic in the depth)."""
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+    except orjson.JSONEncodeError:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    print(text)
 
 
 def _registry(args: argparse.Namespace) -> Registry:
