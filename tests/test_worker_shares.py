@@ -1,4 +1,4 @@
-"""The workers' shared table of open connections (webhook.worker.Shares), by which a worker
+"""The workers' shared table of open connections (webhook.shares.Shares), by which a worker
 that holds more connections than another leaves the next one to it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from webhook.worker import Shares
+from webhook.shares import Shares
 
 
 def _sleeper() -> subprocess.Popen[bytes]:

@@ -19,7 +19,7 @@ import jsonpatch
 import orjson
 import yaml
 
-from webhook import __version__, describe, jsontext, suite
+from webhook import __version__, describe, jsontext, serve_cmd, suite
 from webhook.admission import request_for
 from webhook.definitions import is_karta, not_a_karta, samples_dir
 from webhook.documents import read_documents
@@ -27,7 +27,6 @@ from webhook.errors import InputError, KartaError
 from webhook.gvk import GVK
 from webhook.handlers import mutate_object, validate
 from webhook.jqexpr import Engine
-from webhook.limits import EVAL_TIMEOUT, LIVE_SAMPLES, MAX_LIVE_SAMPLES, THREADS
 from webhook.policy import EMPTY, load_policy
 from webhook.registry import Registry, load_registry
 from webhook.samples import SampleIndex
@@ -220,108 +219,6 @@ def _suite_label(s: suite.Suite, base: Path, count: int) -> str:
         return s.name
 
 
-# --------------------------------------------------------------------------- serve
-
-
-def _prepare_metrics_dir() -> None:
-    """Point ``prometheus_client`` at a directory shared by gunicorn's worker processes.
-
-    This must run before anything imports ``prometheus_client`` (it picks single- or
-    multiprocess mode once, at import; :mod:`webhook.server` imports it), so it lives here and
-    not in the server. A given ``PROMETHEUS_MULTIPROC_DIR`` is emptied of an earlier run's
-    files; otherwise a temporary one is made and removed when this (master) process exits,
-    also when startup fails. Forked workers inherit the hook but skip it.
-    """
-    import atexit
-    import os
-    import shutil
-    import tempfile
-
-    prom_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if prom_dir:
-        Path(prom_dir).mkdir(parents=True, exist_ok=True)
-        for stale in Path(prom_dir).glob("*.db"):
-            stale.unlink(missing_ok=True)
-        return
-    made = tempfile.mkdtemp(prefix="karta-webhook-metrics-")
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
-    master = os.getpid()
-
-    def remove() -> None:
-        if os.getpid() == master:  # forked workers inherit the hook
-            shutil.rmtree(made, ignore_errors=True)
-
-    atexit.register(remove)
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    """serve [--host H] [--port P] [--tls-cert F --tls-key F] [--catalog DIR]... [--policy F] [--workers N].
-
-    Without TLS flags a development CA and certificate for localhost are made (or reused) in
-    ``--certs-dir``. The definitions and the policy are loaded here, before gunicorn forks its
-    workers, so a bad file is exit 2 with its message rather than a crashing worker.
-    """
-    if bool(args.tls_cert) != bool(args.tls_key):
-        _err("serve: --tls-cert and --tls-key go together")
-        return EXIT_INPUT
-    if args.workers < 1 or args.threads < 1:
-        _err("serve: --workers and --threads must be at least 1")
-        return EXIT_INPUT
-    if not args.no_kube and args.kubeconfig and not Path(args.kubeconfig).is_file():
-        _err(f"serve: {args.kubeconfig}: no such file (--kubeconfig)")
-        return EXIT_INPUT
-    if not (args.handshake_timeout > 0 and args.request_timeout > 0):
-        _err("serve: --handshake-timeout and --request-timeout must be more than 0 seconds")
-        return EXIT_INPUT
-    if args.max_connections < 1:
-        _err("serve: --max-connections must be at least 1")
-        return EXIT_INPUT
-    if args.metrics_port is not None and args.metrics_port == args.port:
-        _err("serve: --metrics-port must differ from --port")
-        return EXIT_INPUT
-    if not 0 <= args.live_samples <= MAX_LIVE_SAMPLES:
-        _err(f"serve: --live-samples must be between 0 and {MAX_LIVE_SAMPLES}")
-        return EXIT_INPUT
-    from webhook.registry import State
-
-    # First what can be wrong with the input (exit 2), before anything is set up for serving.
-    state = State(args.catalog or [], args.policy, watch_cluster=not args.no_kube)
-    _prepare_metrics_dir()
-
-    from webhook import logs, serving
-
-    logs.configure_logging()
-    if args.tls_cert:
-        cert, key = Path(args.tls_cert), Path(args.tls_key)
-    else:
-        cert, key = serving.dev_certificate(Path(args.certs_dir), args.port)
-    worker_start = (
-        []
-        if args.no_kube
-        else [serving.cluster_start(args.kubeconfig, cert, live_samples=args.live_samples)]
-    )
-    try:
-        return serving.run(
-            state,
-            host=args.host,
-            port=args.port,
-            certfile=cert,
-            keyfile=key,
-            workers=args.workers,
-            threads=args.threads,
-            validate_timeout=args.validate_timeout,
-            worker_start=worker_start,
-            handshake_timeout=args.handshake_timeout,
-            request_timeout=args.request_timeout,
-            max_connections=args.max_connections,
-            client_ca=args.client_ca,
-            metrics_port=args.metrics_port,
-        )
-    except (OSError, ValueError) as e:  # e.g. certificate files that do not load
-        _err(f"serve: {e}")
-        return EXIT_INPUT
-
-
 # --------------------------------------------------------------------------- manifests
 
 
@@ -436,87 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("-o", "--output", choices=("table", "json"), default="table")
     t.set_defaults(func=cmd_test)
 
-    s = sub.add_parser("serve", help="run the admission webhooks (gunicorn, TLS)")
-    s.add_argument("--host", default="0.0.0.0")
-    s.add_argument("--port", type=int, default=8443)
-    s.add_argument("--tls-cert", metavar="FILE")
-    s.add_argument("--tls-key", metavar="FILE")
-    catalog(s)
-    s.add_argument("--policy", metavar="FILE")
-    s.add_argument("--workers", type=int, default=2, metavar="N")
-    s.add_argument(
-        "--threads",
-        type=int,
-        default=THREADS,
-        metavar="N",
-        help="request threads per worker (each with a sandbox child)",
-    )
-    s.add_argument(
-        "--certs-dir",
-        default="certs",
-        metavar="DIR",
-        help="where a development CA and certificate are made when no --tls-cert is given",
-    )
-    s.add_argument(
-        "--validate-timeout",
-        type=float,
-        default=EVAL_TIMEOUT,
-        metavar="SECONDS",
-        help="bound on each evaluation of a Karta's jq by the validating webhook",
-    )
-    s.add_argument(
-        "--handshake-timeout",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="a connection must finish its TLS handshake this soon after connecting",
-    )
-    s.add_argument(
-        "--request-timeout",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="a request (headers and body) must arrive this soon after its first byte",
-    )
-    s.add_argument(
-        "--max-connections",
-        type=int,
-        default=1000,
-        metavar="N",
-        help="TLS connections per worker (and 4x as many still sending their ClientHello); "
-        "past it the oldest without an answered request, else the least recently used idle "
-        "one, is closed",
-    )
-    s.add_argument(
-        "--client-ca",
-        metavar="FILE",
-        help="require callers of the webhooks to present a certificate signed by this CA",
-    )
-    s.add_argument(
-        "--metrics-port",
-        type=int,
-        metavar="PORT",
-        help="serve /metrics (and /healthz, /readyz) on this port, plain HTTP, not on --port",
-    )
-    s.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        help="cluster to watch Kartas in and keep the webhook rules of (default: in-cluster)",
-    )
-    s.add_argument(
-        "--no-kube",
-        action="store_true",
-        help="no cluster: serve the catalog and --catalog definitions only",
-    )
-    s.add_argument(
-        "--live-samples",
-        type=int,
-        default=LIVE_SAMPLES,
-        metavar="N",
-        help="live objects of a Karta's root kind the validating webhook reads from the "
-        f"cluster and checks the definition against (default {LIVE_SAMPLES}, 0: none)",
-    )
-    s.set_defaults(func=cmd_serve)
+    serve_cmd.add_parser(sub, catalog)
 
     mf = sub.add_parser(
         "manifests", help="print the webhook configurations for the bundled catalog"
@@ -541,7 +358,7 @@ _FRAMES_PER_LEVEL = 8
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.func is cmd_serve:  # gunicorn wants the main thread (signals)
+        if args.func is serve_cmd.cmd_serve:  # gunicorn wants the main thread (signals)
             return int(args.func(args))
         return jsontext.run_deep(lambda: int(args.func(args)), frames_per_level=_FRAMES_PER_LEVEL)
     except KartaError as e:

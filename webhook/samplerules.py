@@ -13,8 +13,8 @@ from webhook.checkbase import NOT_EVALUATED, TIMED_OUT, UNKNOWN, CheckerBase, mo
 from webhook.definitions import JqField
 from webhook.fields import FRAGMENTED, Role
 from webhook.jqexpr import Outcome, pointer
+from webhook.locations import as_count, creatable, parent_object
 from webhook.reader import type_name
-from webhook.workload import as_count, creatable, parent_object
 
 SCALE = (Role.REPLICAS, Role.MIN_REPLICAS, Role.MAX_REPLICAS)
 

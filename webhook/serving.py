@@ -2,7 +2,7 @@
 
 :func:`run` serves :func:`webhook.server.create_app` with gunicorn: threaded workers whose
 poller handles handshakes, slow clients and oversized bodies, so that only complete requests
-reach a thread (:class:`webhook.worker.ThreadWorker`, bounded by :class:`webhook.worker.Limits`),
+reach a thread (:class:`webhook.worker.ThreadWorker`, bounded by :class:`webhook.conns.Limits`),
 TLS >= 1.2 from files that are re-read when they change (:class:`webhook.tls.CertReloader`,
 optionally requiring client certificates of a CA), an optional plain-HTTP metrics listener
 (:func:`webhook.access.guard` decides which listener serves what), the state loaded once in
