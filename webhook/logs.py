@@ -36,11 +36,10 @@ def configure_logging(level: int = logging.INFO) -> None:
     """JSON lines on stderr for this package's loggers (gunicorn keeps its own format).
 
     A line is written per admission, so what a record costs counts: the records do not look
-    up their caller, thread or process (the logging HOWTO's optimisations; the JSON lines never
-    show them)."""
+    up their caller, thread or multiprocessing name (the logging HOWTO's optimisations; no
+    format here shows them). The process id stays: gunicorn's own lines print it."""
     logging._srcfile = None  # no sys._getframe() walk per record
     logging.logThreads = False
-    logging.logProcesses = False
     logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())

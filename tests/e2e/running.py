@@ -93,12 +93,16 @@ class Server:
             conn.close()
 
     def stop(self) -> None:
+        """Stop the server; its log must hold no logging failure (a record a handler could not
+        format is a traceback on stderr, whoever logged it)."""
         self.proc.terminate()
         try:
             self.proc.wait(15)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
+        text = self.log.read_text(errors="replace")
+        assert "--- Logging error ---" not in text, text[:4000]
 
 
 class TLSConn(http.client.HTTPSConnection):
