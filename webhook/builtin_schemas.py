@@ -23,7 +23,9 @@ import importlib
 import re
 import threading
 from collections.abc import Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final
+
+from webhook.gvk import GVKLike
 
 __all__ = [
     "BUILTIN_KINDS",
@@ -31,15 +33,6 @@ __all__ = [
     "model_schema",
     "object_meta_schema",
 ]
-
-
-class _GVKLike(Protocol):
-    @property
-    def group(self) -> str: ...
-    @property
-    def version(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
 
 
 #: Built-in workload kinds (group, version, kind) and the client model that describes each.
@@ -90,7 +83,7 @@ def model_schema(model: str) -> Mapping[str, Any]:
         return _model_schema(model, set())
 
 
-def builtin_schema(gvk: _GVKLike) -> Mapping[str, Any] | None:
+def builtin_schema(gvk: GVKLike) -> Mapping[str, Any] | None:
     """The schema of a built-in kind of :data:`BUILTIN_KINDS`, or None for any other kind."""
     model = BUILTIN_KINDS.get((gvk.group, gvk.version, gvk.kind))
     return model_schema(model) if model else None

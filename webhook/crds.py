@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from webhook.builtin_schemas import builtin_schema
 from webhook.errors import InputError, join_path
+from webhook.gvk import GVKLike
+from webhook.reader import type_name
 from webhook.schema_nodes import Schema
 
 __all__ = ["CRDError", "CRDSchema", "SchemaIndex", "check_schema", "read_crds"]
@@ -34,15 +36,6 @@ MAX_SCHEMA_NODES: Final = 500_000
 _MAX_PROBLEMS: Final = 10
 #: ``kind: List`` inside ``kind: List`` is followed this deep.
 _MAX_LIST_NESTING: Final = 3
-
-
-class _GVKLike(Protocol):
-    @property
-    def group(self) -> str: ...
-    @property
-    def version(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
 
 
 class CRDError(InputError):
@@ -80,11 +73,11 @@ class SchemaIndex:
         for e in entries:
             self._by_gvk.setdefault((e.group, e.version, e.kind), e)
 
-    def get(self, gvk: _GVKLike) -> CRDSchema | None:
+    def get(self, gvk: GVKLike) -> CRDSchema | None:
         """The CRD schema of ``gvk``, or None when no CRD read serves it."""
         return self._by_gvk.get((gvk.group, gvk.version, gvk.kind))
 
-    def schema(self, gvk: _GVKLike) -> Schema | None:
+    def schema(self, gvk: GVKLike) -> Schema | None:
         """The schema of ``gvk``: its CRD's, else the built-in kind's, else None."""
         entry = self.get(gvk)
         return entry.schema if entry is not None else builtin_schema(gvk)
@@ -255,7 +248,7 @@ def check_schema(schema: Any, path: str = "") -> list[str]:
             problems.append(f"{where}: nested deeper than {MAX_SCHEMA_DEPTH} levels")
             continue
         if not isinstance(node, Mapping):
-            problems.append(f"{where}: a schema must be an object, not {_json_type(node)}")
+            problems.append(f"{where}: a schema must be an object, not {type_name(node)}")
             continue
         children = _check_node(node, where, problems)
         stack.extend((child, cpath, depth + 1) for child, cpath in reversed(children))
@@ -277,7 +270,7 @@ def _check_node(node: Mapping[str, Any], where: str, problems: list[str]) -> lis
     if props is not None:
         ppath = join_path(where, "properties")
         if not isinstance(props, Mapping):
-            problems.append(f"{ppath}: must be an object, not {_json_type(props)}")
+            problems.append(f"{ppath}: must be an object, not {type_name(props)}")
         else:
             children.extend((v, join_path(ppath, str(k))) for k, v in props.items())
     if "items" in node:
@@ -302,17 +295,3 @@ def _check_node(node: Mapping[str, Any], where: str, problems: list[str]) -> lis
     if enum is not None and not isinstance(enum, list):
         problems.append(f"{join_path(where, 'enum')}: must be a list")
     return children
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return type(value).__name__

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+
+
+class GVKLike(Protocol):
+    """Anything with a group, a version and a kind (a :class:`GVK`, a definition's kind)."""
+
+    @property
+    def group(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
 
 
 @dataclass(frozen=True, order=True)

@@ -12,8 +12,6 @@ CRD sync's first list: "no CRD" must not be claimed before the CRDs are known.
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -24,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from webhook import conditions
 from webhook.definitions import GROUP, VERSION
-from webhook.kubeapi import Daemon, backoff, describe_error, log_event, request
+from webhook.kubeapi import Ticker, log_event, request
 from webhook.leader import LeaseElector
 from webhook.listwatch import object_name, resource_version
 from webhook.manifests import KARTA_RESOURCE
@@ -41,7 +39,7 @@ def _generation(obj: Mapping[str, Any]) -> int | None:
     return g if isinstance(g, int) and not isinstance(g, bool) else None
 
 
-class StatusWriter(Daemon):
+class StatusWriter(Ticker):
     """Writes the Kartas' status conditions while leading (see the module docstring).
 
     Register :meth:`on_snapshot` in ``state.listeners``. With ``renews`` the writer runs the
@@ -50,6 +48,7 @@ class StatusWriter(Daemon):
     """
 
     thread_name = "karta-status"
+    error_event = "status.error"
 
     def __init__(
         self,
@@ -62,18 +61,15 @@ class StatusWriter(Daemon):
         resync_seconds: float = 300.0,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        super().__init__()
+        super().__init__(retry_seconds)
         self.api = api
         self.elector = elector
         self.renews = renews
-        self.retry_seconds = retry_seconds
         self.resync_seconds = resync_seconds
         self.now = now
         self.writes = 0
         self._snap: Snapshot = state.snapshot
-        self._dirty = True
         self._was_leader = False
-        self._wake = threading.Event()
         self._last_pass = 0.0
         #: name -> resourceVersion last patched from: that version is stale, do not try again
         self._patched_from: dict[str, str] = {}
@@ -150,8 +146,6 @@ class StatusWriter(Daemon):
     # -- loop
 
     def stop(self, timeout: float | None = 5.0) -> None:
-        self._stop.set()
-        self._wake.set()
         super().stop(timeout)
         if self.renews and self.elector is not None:
             self.elector.release()
@@ -169,20 +163,3 @@ class StatusWriter(Daemon):
         due = time.monotonic() - self._last_pass >= self.resync_seconds
         if self._dirty or became or due:
             self.reconcile()
-
-    def run_forever(self) -> None:
-        failures = 0
-        while not self._stop.is_set():
-            try:
-                self.step()
-                failures = 0
-                delay = self.retry_seconds
-            except Exception as e:
-                failures += 1
-                self._dirty = True
-                delay = min(self.retry_seconds, backoff(failures, 0.5, self.retry_seconds * 4))
-                log_event(
-                    "status.error", logging.WARNING, error=describe_error(e), failures=failures
-                )
-            self._wake.wait(delay)
-            self._wake.clear()

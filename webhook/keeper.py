@@ -9,7 +9,6 @@ starts mutating that kind without a restart.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from webhook.gvk import GVK
-from webhook.kubeapi import Daemon, backoff, describe_error, log_event, request
+from webhook.kubeapi import Ticker, log_event, request
 from webhook.leader import LeaseElector
 from webhook.manifests import (
     NAME,
@@ -80,7 +79,7 @@ def plural_from_discovery(api: client.ApiClient) -> Callable[[GVK], str]:
     return Discovery(api).plural
 
 
-class WebhookConfigKeeper(Daemon):
+class WebhookConfigKeeper(Ticker):
     """Keeps ``karta-webhook``'s webhook configurations in line with the registry, while leading.
 
     Register :meth:`on_snapshot` in ``state.listeners``: it only records the new kinds and wakes
@@ -91,6 +90,7 @@ class WebhookConfigKeeper(Daemon):
     """
 
     thread_name = "karta-keeper"
+    error_event = "webhooks.error"
 
     def __init__(
         self,
@@ -103,19 +103,16 @@ class WebhookConfigKeeper(Daemon):
         resync_seconds: float = 300.0,
         name: str = NAME,
     ) -> None:
-        super().__init__()
+        super().__init__(retry_seconds)
         self.api = api
         self.elector = elector
         self.ca_file = Path(ca_file) if ca_file else None
-        self.retry_seconds = retry_seconds
         self.resync_seconds = resync_seconds
         self.name = name
         self.writes = 0
         self._kinds: list[GVK] = state.snapshot.registry.kinds()
         self._operations: tuple[str, ...] = state.snapshot.policy.operations
         self._served: tuple[GVK, ...] = ()
-        self._dirty = True
-        self._wake = threading.Event()
         self._last_reconcile = 0.0
 
     def on_snapshot(self, snap: Snapshot) -> None:
@@ -206,8 +203,6 @@ class WebhookConfigKeeper(Daemon):
     # -- loop
 
     def stop(self, timeout: float | None = 5.0) -> None:
-        self._stop.set()  # before the wake-up, so the woken loop sees it and ends
-        self._wake.set()
         super().stop(timeout)
         if self.elector is not None:
             self.elector.release()
@@ -221,20 +216,3 @@ class WebhookConfigKeeper(Daemon):
         due = time.monotonic() - self._last_reconcile >= self.resync_seconds
         if self._dirty or not was_leader or due:
             self.reconcile()
-
-    def run_forever(self) -> None:
-        failures = 0
-        while not self._stop.is_set():
-            try:
-                self.step()
-                failures = 0
-                delay = self.retry_seconds
-            except Exception as e:
-                failures += 1
-                self._dirty = True
-                delay = min(self.retry_seconds, backoff(failures, 0.5, self.retry_seconds * 4))
-                log_event(
-                    "webhooks.error", logging.WARNING, error=describe_error(e), failures=failures
-                )
-            self._wake.wait(delay)
-            self._wake.clear()

@@ -158,3 +158,46 @@ class Daemon:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+
+
+class Ticker(Daemon):
+    """A daemon that calls :meth:`step` every ``retry_seconds``, and at once when woken
+    (:meth:`wake`); after a failed step it is dirty (the next step does its work again) and
+    waits a jittered, growing back-off, never longer than ``retry_seconds``."""
+
+    #: The log event of a failed step.
+    error_event = "daemon.error"
+
+    def __init__(self, retry_seconds: float) -> None:
+        super().__init__()
+        self.retry_seconds = retry_seconds
+        self._dirty = True
+        self._wake = threading.Event()
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def run_forever(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                self.step()
+                failures = 0
+                delay = self.retry_seconds
+            except Exception as e:
+                failures += 1
+                self._dirty = True
+                delay = min(self.retry_seconds, backoff(failures, 0.5, self.retry_seconds * 4))
+                log_event(
+                    self.error_event, logging.WARNING, error=describe_error(e), failures=failures
+                )
+            self._wake.wait(delay)
+            self._wake.clear()
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        self._stop.set()  # before the wake-up, so the woken loop sees it and ends
+        self._wake.set()
+        super().stop(timeout)

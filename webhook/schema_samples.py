@@ -19,9 +19,10 @@ import math
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from webhook.errors import InputError
+from webhook.gvk import GVKLike
 from webhook.jqpath import Index, Iterate, Key
 from webhook.schema import Outcome, SchemaStep, Shape, check_path, check_shape, to_steps
 from webhook.schema_nodes import Schema, view
@@ -44,15 +45,6 @@ MAX_OBJECT_NODES: Final = 2_000_000
 _ROOT_FIELDS: Final = frozenset({"apiVersion", "kind", "metadata"})
 #: Key of the one entry a synthesised map gets.
 MAP_KEY: Final = "example"
-
-
-class _GVKLike(Protocol):
-    @property
-    def group(self) -> str: ...
-    @property
-    def version(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
 
 
 def copy_json(value: Any) -> Any:
@@ -188,7 +180,7 @@ def minimal_pod_template() -> dict[str, Any]:
 
 def synthesize(
     schema: Schema,
-    gvk: _GVKLike,
+    gvk: GVKLike,
     *,
     name: str = "sample",
     namespace: str | None = "default",
