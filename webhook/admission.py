@@ -152,7 +152,3 @@ def _warning(text: str) -> str:
 def dumps(value: Any) -> bytes:
     """Compact JSON, with the same encoder as responses."""
     return _dumps(value)
-
-
-def loads(body: bytes) -> Any:
-    return _loads(body)

@@ -82,14 +82,6 @@ class View:
     def open(self) -> bool:
         return self.preserve or self.additional is True
 
-    @property
-    def has_default(self) -> bool:
-        return "default" in self.node
-
-    @property
-    def default(self) -> Any:
-        return self.node.get("default")
-
 
 def view(node: Any, *, embedded_root: bool = False) -> View:
     """Condense ``node`` and its combinator members; ``embedded_root`` marks a resource root."""
