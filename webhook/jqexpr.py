@@ -48,15 +48,19 @@ __all__ = [
     "Mode",
     "Outcome",
     "Path_",
+    "Prepared",
     "getpath",
+    "key_chain",
     "plain",
     "pointer",
+    "prepare",
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Outcome:
-    """What one expression gave on one object.
+    """What one expression gave on one object (not to be changed once made; not frozen only
+    because one is made per expression per request, and frozen dataclasses are slow to build).
 
     ``items`` are values (mode ``values``) or ``(path, value)`` pairs (mode ``paths``).
     ``absent`` is set when evaluation stopped on iterating over null: there is nothing there.
@@ -122,6 +126,13 @@ def _plain(expr: str) -> _Plain:
     return box[0]
 
 
+def key_chain(expr: str) -> tuple[str, ...] | None:
+    """The keys of a plain path made of object keys only (``.spec.components.proxy``), or
+    None (memoised like :func:`plain`)."""
+    found = _plain(expr)
+    return found[1] if found is not None else None
+
+
 def plain(expr: str) -> tuple[Step, ...] | None:
     """The parsed steps of a plain path expression, or None (memoised: definitions repeat)."""
     found = _plain(expr)
@@ -155,14 +166,23 @@ def getpath(obj: Any, path: Sequence[PathToken]) -> Any:
 
 
 _escaped: Memo[str] = Memo(POINTER_CACHE_BYTES, POINTER_CACHE_KEY)
+#: Whole pointers by location: the same definitions meet objects of the same shapes, so the
+#: same locations come back on every request. Bounded like the keys (by pointer length).
+_pointers: dict[tuple[PathToken, ...], str] = {}
+_pointer_bytes = 0
 
 
 def pointer(path: Sequence[PathToken]) -> str:
     """RFC 6901 JSON Pointer of a location (``~`` → ``~0``, ``/`` → ``~1``). Same result as
-    :func:`jqpath.to_pointer`, with escaped keys memoised: they repeat on every request."""
+    :func:`jqpath.to_pointer`, memoised by location (and escaped keys by key)."""
+    global _pointer_bytes
+    key = path if isinstance(path, tuple) else tuple(path)
+    done = _pointers.get(key)
+    if done is not None:
+        return done
     parts = []
     memo = _escaped.data
-    for t in path:
+    for t in key:
         if isinstance(t, int):
             parts.append(str(t))
             continue
@@ -171,7 +191,14 @@ def pointer(path: Sequence[PathToken]) -> str:
             esc = t.replace("~", "~0").replace("/", "~1")
             _escaped.put(t, esc)
         parts.append(esc)
-    return "/" + "/".join(parts) if parts else ""
+    done = "/" + "/".join(parts) if parts else ""
+    if len(done) <= POINTER_CACHE_KEY:
+        if _pointer_bytes + len(done) > POINTER_CACHE_BYTES:
+            _pointers.clear()
+            _pointer_bytes = 0
+        _pointers[key] = done
+        _pointer_bytes += len(done)
+    return done
 
 
 def _native(
@@ -241,6 +268,27 @@ def _from_remote(res: Reply, mode: Mode, obj: Any) -> Outcome:
     return Outcome(list(items))
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A batch of ``(expression, mode)`` requests with each expression's evaluator looked up:
+    its plain path, else its native program, else neither (libjq in the sandbox)."""
+
+    requests: tuple[tuple[str, Mode], ...]
+    forms: tuple[tuple[_Plain, Program | None, Mode], ...]
+
+
+def prepare(batch: Sequence[tuple[str, Mode]]) -> Prepared:
+    """The batch ready to :meth:`Engine.evaluate` on any number of objects."""
+    forms: list[tuple[_Plain, Program | None, Mode]] = []
+    for expr, mode in batch:
+        if mode == "compile":
+            forms.append((None, None, mode))
+            continue
+        found = _plain(expr)
+        forms.append((found, native(expr) if found is None else None, mode))
+    return Prepared(tuple(batch), tuple(forms))
+
+
 class Engine:
     """Evaluates jq on objects: plain paths natively, the rest in its sandbox.
 
@@ -253,36 +301,36 @@ class Engine:
         self.timeout = timeout
 
     def evaluate(
-        self, batch: Sequence[tuple[str, Mode]], obj: Any, *, timeout: float | None = None
+        self,
+        batch: Sequence[tuple[str, Mode]] | Prepared,
+        obj: Any,
+        *,
+        timeout: float | None = None,
     ) -> list[Outcome]:
         """Evaluate every ``(expression, mode)`` of ``batch`` against ``obj``.
 
         Plain paths are walked, the native subset evaluated in process; the rest go to the
         sandbox in a single round trip with a wall-clock bound for all of them together. Never
         raises on bad expressions or objects: every failure is an :class:`Outcome` with
-        ``error`` set.
+        ``error`` set. A batch evaluated on every request is prepared once (:func:`prepare`).
         """
-        out: list[Outcome | None] = [None] * len(batch)
+        prepared = batch if isinstance(batch, Prepared) else prepare(batch)
+        out: list[Outcome | None] = []
         remote: list[int] = []
-        for i, (expr, mode) in enumerate(batch):
-            if mode == "compile":
-                remote.append(i)
+        for i, (plain_, prog, mode) in enumerate(prepared.forms):
+            if plain_ is not None:
+                out.append(_native(plain_[0], plain_[1], mode, obj))
                 continue
-            found = _plain(expr)
-            if found is not None:
-                out[i] = _native(found[0], found[1], mode, obj)
-                continue
-            prog = native(expr)
             done = _run_native(prog, mode, obj) if prog is not None else None
             if done is None:
                 remote.append(i)
-            else:
-                out[i] = done
+            out.append(done)
         if remote:
             budget = self.timeout if timeout is None else timeout
-            results = self.sandbox.run([batch[i] for i in remote], obj, budget)
+            requests = prepared.requests
+            results = self.sandbox.run([requests[i] for i in remote], obj, budget)
             for i, res in zip(remote, results, strict=True):
-                out[i] = _from_remote(res, batch[i][1], obj)
+                out[i] = _from_remote(res, requests[i][1], obj)
         return [o if o is not None else Outcome([], "not evaluated") for o in out]
 
     def compile_errors(

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook import jqexpr
-from webhook.fields import INJECTABLES
 from webhook.jqexpr import Path_
-from webhook.policy import Policy, Rule, render
+from webhook.policy import Policy, Rule
 from webhook.workload import ComponentView, Instance, Workload
 
 #: Why a policy could not be applied in full (the ``reason`` of a mutation failure).
@@ -53,15 +52,22 @@ class _Patch:
     def get(self, path: Path_, base: int = 0, anchor: Any = None) -> Any:
         """The value at ``path`` as our ops leave it; ``anchor``, when given, is the original
         object at ``path[:base]`` and saves walking from the root."""
-        for n in self.root_lengths:  # containers created by an op: look inside our value
-            made = self.roots.get(path[:n]) if n <= len(path) else None
-            if made is not None:
-                cur: Any = made
-                for tok in path[n:]:
-                    cur = cur.get(tok) if isinstance(cur, dict) else None
-                return cur
+        if self.root_lengths:
+            for n in self.root_lengths:  # containers created by an op: look inside our value
+                made = self.roots.get(path[:n]) if n <= len(path) else None
+                if made is not None:
+                    cur: Any = made
+                    for tok in path[n:]:
+                        cur = cur.get(tok) if isinstance(cur, dict) else None
+                    return cur
         if anchor is not None and base <= len(path):
-            return jqexpr.getpath(anchor, path[base:])
+            cur = anchor
+            for tok in path[base:]:  # keys (labels, metadata) below a resolved anchor, mostly
+                if isinstance(cur, dict) and isinstance(tok, str):
+                    cur = cur.get(tok)
+                else:  # a list index on the way: the general walk, from the anchor
+                    return jqexpr.getpath(anchor, path[base:])
+            return cur
         return jqexpr.getpath(self.obj, path)
 
     def set(
@@ -73,10 +79,12 @@ class _Patch:
         overwrite: bool,
         anchor: Any = None,
         unset: tuple[str, ...] = (),
+        at: str | None = None,
     ) -> str | None:
         """Set ``key`` in the object at ``container`` (creating it and missing parents below the
-        first ``base`` tokens). A value in ``unset`` counts as no value. Returns None on success
-        or no-op, else why it was skipped."""
+        first ``base`` tokens). A value in ``unset`` counts as no value. ``at``, when given, is
+        the JSON Pointer of ``(*container, key)``, built by the caller from parts it reuses.
+        Returns None on success or no-op, else why it was skipped."""
         cur = self.get(container, base, anchor)
         if isinstance(cur, dict):
             existing = self.assigned.get((container, key), cur.get(key))
@@ -88,18 +96,18 @@ class _Patch:
             if container in self.created:
                 cur[key] = value
             else:
-                self.ops.append(
-                    {"op": "add", "path": jqexpr.pointer((*container, key)), "value": value}
-                )
+                path = at if at is not None else jqexpr.pointer((*container, key))
+                self.ops.append({"op": "add", "path": path, "value": value})
                 self.assigned[(container, key)] = value
             return None
         if cur is not None:
             return f"{jqexpr.pointer(container)} is not an object"
         if not isinstance(anchor if anchor is not None else self.get(container[:base]), dict):
             return f"{jqexpr.pointer(container[:base])} is not an object"
-        # Find the first missing (or null) container below the base and create from there.
+        # Find the first missing (or null) container below the base and create from there
+        # (the container itself is missing: that is why we are here).
         start = base
-        while start < len(container):
+        while start < len(container) - 1:
             here = self.get(container[: start + 1], base, anchor)
             if here is None:
                 break
@@ -177,30 +185,35 @@ def _apply(
 ) -> None:
     """Everything ``rule`` sets on one instance, injectable by injectable (in table order):
     a map's keys inside the map at its slot, a single value at its slot."""
-    where = f"rule {rule.name!r}, component {c.name!r}, instance {inst.id!r}"
-    values = _variables(w, c, inst)
-    for inj in INJECTABLES:
-        entries = rule.entries(inj)
-        if not entries:
-            continue
-        slot = inst.slots.get(inj.key)
+    values = _variables(w, c, inst) if rule.variable else None
+    slots = inst.slots
+    for inj, settings in rule.settings:
+        slot = slots.get(inj.key)
         if slot is None:
+            where = _where(rule, c, inst)
             warnings.append(f"{where}: the definition gives no place for {inj.key}; skipped")
             continue
-        for key, template in entries:
-            value = render(template, values)
-            if inj.check_value(value):
-                shown = f"{inj.noun} {key}={value!r}" if key else f"{inj.noun} {value!r}"
+        for s in settings:
+            value = s.value(values)
+            if s.invalid if s.constant is not None else inj.check_value(value):
+                where = _where(rule, c, inst)
+                shown = f"{inj.noun} {s.key}={value!r}" if s.key else f"{inj.noun} {value!r}"
                 warnings.append(f"{where}: {shown} {inj.invalid}; skipped")
                 failures.append((INVALID_VALUE, f"{where}: {shown} {inj.invalid}"))
                 continue
-            if key is not None:  # a key of the map at the slot
-                container, name = slot.path, key
+            if s.key is not None:  # a key of the map at the slot
+                container, name, at = slot.path, s.key, slot.pointer + s.tail
             else:  # the slot is the field itself
-                container, name = slot.path[:-1], str(slot.path[-1])
+                container, name, at = slot.path[:-1], str(slot.path[-1]), slot.pointer
             why = patch.set(
-                container, slot.base, name, value, rule.overwrite, slot.anchor, inj.unset
+                container, slot.base, name, value, rule.overwrite, slot.anchor, inj.unset, at
             )
             if why:
+                where = _where(rule, c, inst)
                 warnings.append(f"{where}: cannot set {name}: {why}; skipped")
                 failures.append((UNWRITABLE, f"{where}: cannot set {name}: {why}"))
+
+
+def _where(rule: Rule, c: ComponentView, inst: Instance) -> str:
+    """An instance under a rule, in warnings (built only when there is one to give)."""
+    return f"rule {rule.name!r}, component {c.name!r}, instance {inst.id!r}"

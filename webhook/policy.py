@@ -33,6 +33,7 @@ from webhook.documents import read_documents
 from webhook.errors import FieldError, InputError
 from webhook.fields import INJECTABLES, Injectable
 from webhook.gvk import GVK
+from webhook.jqexpr import pointer
 
 VARIABLES = ("workload.name", "workload.namespace", "workload.kind", "component", "instance")
 _VAR = re.compile(r"\$\$|\$\(([^)]*)\)")
@@ -99,15 +100,60 @@ Entries = tuple[tuple[str | None, str], ...]
 
 
 @dataclass(frozen=True)
+class Setting:
+    """One entry of a rule, prepared once when the policy loads: a value template without
+    variables is its own value on every request, checked once."""
+
+    #: the map's key (labels, annotations), None for a single value (schedulerName)
+    key: str | None
+    template: str
+    #: the value when the template has no variable, else None (rendered per instance)
+    constant: str | None
+    #: whether ``constant`` fails the injectable's value check
+    invalid: bool
+    #: what the key adds to the JSON Pointer of its map (``/kai.scheduler~1queue``); "" for a
+    #: single value
+    tail: str
+
+    def value(self, variables: Mapping[str, str] | None) -> str:
+        if self.constant is not None:
+            return self.constant
+        return render(self.template, variables or {})
+
+
+@dataclass(frozen=True)
 class Rule:
     name: str
     match: Match
     #: by :attr:`~webhook.fields.Injectable.key`, what the rule sets (absent: nothing)
     sets: Mapping[str, Entries] = field(default_factory=dict)
     overwrite: bool = False
+    #: what the rule sets, injectable by injectable in table order (only those it sets),
+    #: derived from ``sets``
+    settings: tuple[tuple[Injectable, tuple[Setting, ...]], ...] = field(
+        init=False, compare=False, repr=False
+    )
+    #: whether any value needs the workload's variables
+    variable: bool = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        settings = []
+        for inj in INJECTABLES:
+            entries = self.sets.get(inj.key, ())
+            if entries:
+                settings.append((inj, tuple(_setting(inj, k, t) for k, t in entries)))
+        object.__setattr__(self, "settings", tuple(settings))
+        variable = any(s.constant is None for _, group in settings for s in group)
+        object.__setattr__(self, "variable", variable)
 
     def entries(self, inj: Injectable) -> Entries:
         return self.sets.get(inj.key, ())
+
+
+def _setting(inj: Injectable, key: str | None, template: str) -> Setting:
+    constant = None if _VAR.search(template) else template
+    invalid = constant is not None and bool(inj.check_value(constant))
+    return Setting(key, template, constant, invalid, pointer((key,)) if key is not None else "")
 
 
 @dataclass(frozen=True)

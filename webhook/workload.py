@@ -23,7 +23,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from webhook import gpus, status
 from webhook.definitions import Component, Karta
@@ -35,32 +36,44 @@ from webhook.fields import (
     POD_SPEC,
     TEMPLATE,
     WRITE_FRAGMENTS,
-    Injectable,
     Mode,
     Need,
     Role,
 )
 from webhook.gvk import GVK
-from webhook.jqexpr import Engine, Outcome, Path_, getpath
+from webhook.jqexpr import (
+    Engine,
+    Outcome,
+    Path_,
+    Prepared,
+    getpath,
+    key_chain,
+    pointer,
+    prepare,
+)
 from webhook.locations import as_count, creatable, parent_object
 from webhook.statusdef import UNDEFINED
 
 
-@dataclass(frozen=True)
-class Slot:
+class Slot(NamedTuple):
     """A place a value is written: ``path`` is its location (the map of a map injectable, the
     field of a single one); the first ``base`` tokens must already hold an object (the
     template, pod spec or fragment parent), deeper missing objects (``metadata``, ``labels``)
-    are created."""
+    are created. (A named tuple: there are several per instance on every request.)"""
 
     path: Path_
     base: int
     #: the object at ``path[:base]`` as resolved, so writers need not walk from the root
-    anchor: Any = field(default=None, compare=False, repr=False)
+    anchor: Any
+    #: the JSON Pointer of ``path``, built from the location's pointer and a fixed suffix
+    pointer: str
 
 
-@dataclass(frozen=True)
-class Instance:
+class Instance(NamedTuple):
+    """One pod template (or pod spec, or set of fragments) of a component. Named tuples, as
+    :class:`Slot`: several are made on every request, and they cost a third of a frozen
+    dataclass to build."""
+
     id: str
     location: Path_ | None  # the template / pod spec / first fragment location, for display
     replicas: int
@@ -68,15 +81,14 @@ class Instance:
     max_replicas: int | None = None
     gpus_per_pod: int = 0
     #: where each injectable goes, by :attr:`Injectable.key`; absent: the definition gives none
-    slots: Mapping[str, Slot] = field(default_factory=dict)
+    slots: Mapping[str, Slot] = MappingProxyType({})
 
     @property
     def gpus(self) -> int:
         return self.replicas * self.gpus_per_pod
 
 
-@dataclass(frozen=True)
-class ComponentView:
+class ComponentView(NamedTuple):
     name: str
     kind: GVK | None
     owner: str | None
@@ -107,27 +119,14 @@ class Workload:
 # --------------------------------------------------------------------------- resolution
 
 
-class _Batch:
-    """Collects (expression, mode) requests, evaluates them in one go, hands out outcomes."""
+@dataclass(frozen=True)
+class _Requests:
+    """What resolution at one :class:`Need` evaluates for a definition: every (expression,
+    mode) once, prepared for the engine, and where each one's outcome is. Derived once per
+    definition (definitions are immutable; this is on every request's path)."""
 
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, Mode]] = []
-        self.index: dict[tuple[str, str], int] = {}
-        self.outcomes: list[Outcome] = []
-        self.failures: list[str] = []  # write paths whose evaluation failed
-
-    def want(self, expr: str | None, mode: Mode) -> None:
-        if expr and (expr, mode) not in self.index:
-            self.index[(expr, mode)] = len(self.requests)
-            self.requests.append((expr, mode))
-
-    def run(self, engine: Engine, obj: Any) -> None:
-        self.outcomes = engine.evaluate(self.requests, obj)
-
-    def get(self, expr: str | None, mode: Mode) -> Outcome | None:
-        """The outcome of a requested expression; None when it was not requested."""
-        i = self.index.get((expr, mode)) if expr else None
-        return self.outcomes[i] if i is not None else None
+    prepared: Prepared
+    index: Mapping[tuple[str, str], int]
 
 
 def _wanted(c: Component, need: Need, root: bool) -> list[tuple[Role, str, Mode]]:
@@ -150,6 +149,47 @@ def _wanted(c: Component, need: Need, root: bool) -> list[tuple[Role, str, Mode]
     return out
 
 
+def _requests(karta: Karta, need: Need, full: bool) -> _Requests:
+    key = ("requests", need, full)
+    known: _Requests | None = karta.root.derived.get(key)
+    if known is not None:
+        return known
+    requests: list[tuple[str, Mode]] = []
+    index: dict[tuple[str, str], int] = {}
+
+    def want(expr: str | None, mode: Mode) -> None:
+        if expr and (expr, mode) not in index:
+            index[(expr, mode)] = len(requests)
+            requests.append((expr, mode))
+
+    for c in karta.components:
+        for _, expr, mode in _wanted(c, need, c is karta.root):
+            want(expr, mode)
+    root_status = karta.root.status
+    if full and root_status:
+        for matchers in root_status.mappings.values():
+            for m in matchers:
+                if m.by_expression:
+                    want(status.tostring(m.by_expression), "values")
+    known = _Requests(prepare(requests), index)
+    karta.root.derived[key] = known
+    return known
+
+
+class _Batch:
+    """The outcomes of one object's requests, handed out by expression and mode."""
+
+    def __init__(self, requests: _Requests, outcomes: list[Outcome]) -> None:
+        self.index = requests.index
+        self.outcomes = outcomes
+        self.failures: list[str] = []  # write paths whose evaluation failed
+
+    def get(self, expr: str | None, mode: Mode) -> Outcome | None:
+        """The outcome of a requested expression; None when it was not requested."""
+        i = self.index.get((expr, mode)) if expr else None
+        return self.outcomes[i] if i is not None else None
+
+
 def resolve(karta: Karta, obj: Mapping[str, Any], engine: Engine, *, full: bool = True) -> Workload:
     """The workload tree of ``obj`` under ``karta``.
 
@@ -157,17 +197,9 @@ def resolve(karta: Karta, obj: Mapping[str, Any], engine: Engine, *, full: bool 
     which keeps the hot path to the definition's write paths.
     """
     need = Need.DESCRIBE if full else Need.MUTATE
-    batch = _Batch()
-    for c in karta.components:
-        for _, expr, mode in _wanted(c, need, c is karta.root):
-            batch.want(expr, mode)
+    requests = _requests(karta, need, full)
+    batch = _Batch(requests, engine.evaluate(requests.prepared, obj))
     root_status = karta.root.status
-    if full and root_status:
-        for matchers in root_status.mappings.values():
-            for m in matchers:
-                if m.by_expression:
-                    batch.want(status.tostring(m.by_expression), "values")
-    batch.run(engine, obj)
 
     warnings: list[str] = []
     components = tuple(
@@ -211,7 +243,7 @@ def _locs(
     return out.items
 
 
-@dataclass
+@dataclass(slots=True)
 class _Row:
     """One location a component's pod-spec definition found, before instance ids and replica
     counts are paired with it (by position). ``present`` is false for a null or absent
@@ -231,6 +263,8 @@ def _component(
     warnings: list[str],
     root: bool,
 ) -> ComponentView:
+    if not full and not root and _absent(c, obj):
+        return ComponentView(c.name, c.kind, c.owner_ref, ())
     rows: list[_Row] = []
     if c.pattern == TEMPLATE:
         rows = _template_rows(c, batch, full, warnings)
@@ -241,9 +275,10 @@ def _component(
 
     n = len(rows)
     ids = _instance_ids(c, rows, batch, warnings)
-    replicas, mins, maxs = (
-        _scale_values(c, role, n, batch, warnings) if full else [None] * n for role in _SCALE
-    )
+    if full:
+        replicas, mins, maxs = (_scale_values(c, role, n, batch, warnings) for role in _SCALE)
+    else:
+        replicas = mins = maxs = [None] * n
     instances = tuple(
         Instance(
             id=ids[i],
@@ -260,13 +295,58 @@ def _component(
     return ComponentView(c.name, c.kind, c.owner_ref, instances)
 
 
-def _template_slot(inj: Injectable, loc: Path_, template: dict[str, Any]) -> Slot | None:
-    """Where ``inj`` goes below the template at ``loc``: its leading ``template_base`` steps
-    (a template's ``spec``) must exist, the rest is created."""
-    anchor = getpath(template, inj.in_template[: inj.template_base])
-    if not isinstance(anchor, dict):
+#: each injectable's steps below a template, and their JSON Pointer suffix
+_IN_TEMPLATE = tuple(
+    (i.key, i.in_template, i.template_base, pointer(i.in_template)) for i in INJECTABLES
+)
+
+
+def _absent(c: Component, obj: Mapping[str, Any]) -> bool:
+    """Whether this child component is certainly not on ``obj``, known without resolving it:
+    its write fields are object keys under one parent (``.spec.components.proxy.podLabels``
+    and its siblings, a Milvus component), it has no ``instanceIdPath``, and that parent is
+    absent or null by way of objects only. Resolution would then find one location per field,
+    each without a parent object: no instance, no warning (a value in the way that is not an
+    object is left to resolution, which reports it). Mutation only; a describe resolves all."""
+    parent: tuple[str, ...] | None = c.derived.get("parent", ())
+    if parent == ():
+        parent = c.derived["parent"] = _shared_parent(c)
+    if parent is None:
+        return False
+    cur: Any = obj
+    for key in parent:
+        if type(cur) is dict:
+            cur = cur.get(key)
+        elif cur is not None:
+            return False
+    return cur is None
+
+
+def _shared_parent(c: Component) -> tuple[str, ...] | None:
+    if c.pattern != FRAGMENTED or c.exprs.get(Role.INSTANCE_ID):
         return None
-    return Slot((*loc, *inj.in_template), len(loc) + inj.template_base, anchor)
+    chains = [c.exprs.get(role) for role in WRITE_FRAGMENTS]
+    keys = {key_chain(e) for e in chains if e}
+    parents = {k[:-1] if k else None for k in keys}
+    if len(parents) != 1:
+        return None
+    (parent,) = parents
+    return parent if parent else None
+
+
+def _template_slots(loc: Path_, template: dict[str, Any]) -> dict[str, Slot]:
+    """Where each injectable goes below the template at ``loc``: its leading
+    ``template_base`` steps (a template's ``spec``) must exist, the rest is created."""
+    at = pointer(loc)
+    base = len(loc)
+    slots = {}
+    for key, steps, own, suffix in _IN_TEMPLATE:
+        anchor: Any = template
+        for tok in steps[:own]:
+            anchor = anchor.get(tok) if isinstance(anchor, dict) else None
+        if isinstance(anchor, dict):
+            slots[key] = Slot((*loc, *steps), base + own, anchor, at + suffix)
+    return slots
 
 
 def _template_rows(c: Component, batch: _Batch, full: bool, warnings: list[str]) -> list[_Row]:
@@ -277,7 +357,7 @@ def _template_rows(c: Component, batch: _Batch, full: bool, warnings: list[str])
         if not isinstance(val, dict):
             rows.append(_Row(loc, present=False))
             continue
-        slots = {i.key: s for i in INJECTABLES if (s := _template_slot(i, loc, val)) is not None}
+        slots = _template_slots(loc, val)
         spec = val.get("spec")
         pod = gpus.pod_gpus(spec) if full and isinstance(spec, dict) else 0
         rows.append(_Row(loc, True, slots, pod))
@@ -301,9 +381,11 @@ def _pod_spec_rows(
     rows = []
     for i, (loc, val) in enumerate(specs):
         slots: dict[str, Slot] = {}
+        at = pointer(loc)
         for inj in INJECTABLES:
             if inj.in_pod_spec is not None:
-                slots[inj.key] = Slot((*loc, *inj.in_pod_spec), len(loc), val)
+                steps = inj.in_pod_spec
+                slots[inj.key] = Slot((*loc, *steps), len(loc), val, at + pointer(steps))
             elif inj.in_metadata is not None and metas:
                 meta_loc, meta = metas[i]
                 if (s := _metadata_slot(obj, meta_loc, meta, inj.in_metadata)) is not None:
@@ -316,10 +398,34 @@ def _pod_spec_rows(
 def _metadata_slot(obj: Any, loc: Path_, meta: Any, steps: tuple[str, ...]) -> Slot | None:
     """``steps`` (labels, annotations) of the metadata object at ``loc``: written inside it
     when it exists, created with it in its parent when it is null or absent."""
+    path = (*loc, *steps)
     if isinstance(meta, dict):
-        return Slot((*loc, *steps), len(loc), meta)
+        return Slot(path, len(loc), meta, pointer(path))
     parent = parent_object(obj, loc) if meta is None else None
-    return Slot((*loc, *steps), len(loc) - 1, parent) if parent is not None else None
+    return Slot(path, len(loc) - 1, parent, pointer(path)) if parent is not None else None
+
+
+@dataclass(frozen=True)
+class _Fragments:
+    """A fragmented component's fields as resolution uses them, derived once per component:
+    each injectable's write field (key, expression or None, field name), then the read-only
+    GPU fields (expression or None) in :data:`GPU_FRAGMENTS` order."""
+
+    writes: tuple[tuple[str, str | None, str], ...]
+    reads: tuple[str | None, ...]
+
+
+def _fragments(c: Component) -> _Fragments:
+    known: _Fragments | None = c.derived.get("fragments")
+    if known is None:
+        known = c.derived["fragments"] = _Fragments(
+            tuple(
+                (i.key, c.exprs.get(i.fragment), f"fragmentedPodSpecDefinition.{i.fragment.value}")
+                for i in INJECTABLES
+            ),
+            tuple(c.exprs.get(role) for role in GPU_FRAGMENTS),
+        )
+    return known
 
 
 def _fragment_rows(
@@ -329,18 +435,16 @@ def _fragment_rows(
     (read-only fields), aligned by position. An instance is present when one of its write
     fragments has an existing parent object — or, for the root, one that can be created (see
     :func:`creatable`) — or, with no write fields, a read value is set."""
-    exprs = c.exprs
-    found: dict[Role, list[tuple[Path_, Any]]] = {}
-    reads: dict[Role, list[Any]] = {}
+    plan = _fragments(c)
+    found: list[list[tuple[Path_, Any]]] = []  # per injectable, in table order
     n = 0
-    for role in WRITE_FRAGMENTS:
-        expr = exprs.get(role)
-        field = f"fragmentedPodSpecDefinition.{role.value}"
-        locs = _locs(batch, expr, c, field, warnings) if expr else []
-        found[role] = locs
-        n = max(n, len(locs))
-    for role in GPU_FRAGMENTS:
-        expr = exprs.get(role)
+    for _, expr, name in plan.writes:
+        locs = _locs(batch, expr, c, name, warnings) if expr else []
+        found.append(locs)
+        if len(locs) > n:
+            n = len(locs)
+    reads: list[list[Any]] = []  # per GPU field (not requested when mutating)
+    for role, expr in zip(GPU_FRAGMENTS, plan.reads, strict=True):
         out = batch.get(expr, "values") if expr else None
         items: list[Any] = []
         if out is not None:
@@ -348,49 +452,49 @@ def _fragment_rows(
                 warnings.append(f"{_fragment(c, role)}: {out.error}")
             else:
                 items = out.items
-        reads[role] = items
-        n = max(n, len(items))
+        reads.append(items)
+        if len(items) > n:
+            n = len(items)
     if n == 0:
         return []
-    for table in (found, reads):
-        for role, got in table.items():
+    for roles, table in ((WRITE_FRAGMENTS, found), (GPU_FRAGMENTS, reads)):
+        for k, got in enumerate(table):
             if got and len(got) != n:
                 warnings.append(
-                    f"{_fragment(c, role)} found {len(got)} result(s), expected {n}; not used"
+                    f"{_fragment(c, roles[k])} found {len(got)} result(s), expected {n}; not used"
                 )
-                table[role] = []
-    has_writes = any(found.values())
+                table[k] = []
+    has_writes = any(found)
+    has_reads = any(reads)
     parents: dict[Path_, Any] = {}  # a component's fragments usually share their parent
-
-    def slot(locs: list[tuple[Path_, Any]], i: int) -> Slot | None:
-        if i >= len(locs):
-            return None
-        loc = locs[i][0]
-        if not loc:
-            return None
-        up = loc[:-1]
-        parent = parents.get(up, parents)  # the dict itself marks "not looked up yet"
-        if parent is parents:
-            parent = parents[up] = getpath(obj, up)
-        if isinstance(parent, dict):
-            return Slot(loc, len(loc) - 1, parent)
-        made = creatable(obj, loc) if root else None
-        return Slot(loc, made[0], made[1]) if made is not None else None
 
     rows = []
     for i in range(n):
         slots: dict[str, Slot] = {}
         anchor: Path_ | None = None
-        for inj in INJECTABLES:
-            locs = found[inj.fragment]
-            if anchor is None and i < len(locs):
-                anchor = locs[i][0]
-            s = slot(locs, i)
-            if s is not None:
-                slots[inj.key] = s
-        values = [got[i] if i < len(got) else None for got in reads.values()]
-        present = bool(slots) if has_writes else any(v is not None for v in values)
-        rows.append(_Row(anchor, present, slots, gpus.fragment_gpus(*values)))
+        for (key, _, _), locs in zip(plan.writes, found, strict=True):
+            if i >= len(locs):
+                continue
+            loc = locs[i][0]
+            if anchor is None:
+                anchor = loc
+            if not loc:
+                continue
+            up = loc[:-1]
+            parent = parents.get(up, parents)  # the dict itself marks "not looked up yet"
+            if parent is parents:
+                parent = parents[up] = getpath(obj, up)
+            if isinstance(parent, dict):
+                slots[key] = Slot(loc, len(loc) - 1, parent, pointer(loc))
+            elif root and (made := creatable(obj, loc)) is not None:
+                slots[key] = Slot(loc, made[0], made[1], pointer(loc))
+        if has_reads:
+            values = [got[i] if i < len(got) else None for got in reads]
+            gpu = gpus.fragment_gpus(*values)
+            present = bool(slots) if has_writes else any(v is not None for v in values)
+        else:
+            gpu, present = 0, bool(slots)
+        rows.append(_Row(anchor, present, slots, gpu))
     return rows
 
 

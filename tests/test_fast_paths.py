@@ -1,0 +1,161 @@
+"""The shortcuts of the /mutate hot path give exactly what the general path gives.
+
+* An absent child component (a Milvus component nobody listed) is known to have no instance
+  without resolving it (``workload._absent``): the workload, the patch and every warning must
+  be the same as when it is resolved in full.
+* JSON Pointers are memoised by location, bounded in bytes.
+* Policy values without variables are prepared once (``policy.Setting``).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from helpers import ENGINE, REGISTRY, SAMPLES, policy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from webhook import jqexpr, jqpath, workload
+from webhook.documents import read_documents
+from webhook.gvk import GVK
+from webhook.limits import POINTER_CACHE_BYTES
+from webhook.mutation import plan
+from webhook.policy import Match, Policy, Rule
+from webhook.workload import resolve
+
+POLICY = policy(
+    schedulerName="kai-scheduler",
+    labels={"kai.scheduler/queue": "research"},
+    annotations={"example.com/owner": "$(workload.name)-$(instance)"},
+)
+SAMPLE_OBJECTS = [
+    (f"{path.parent.name}/{path.name}", obj)
+    for path in sorted(SAMPLES.glob("*/*.yaml"))
+    for _, obj in read_documents(path)
+]
+MILVUS = next(obj for name, obj in SAMPLE_OBJECTS if name.endswith("cluster-some-components.yaml"))
+
+
+def _both(obj: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """(workload, plan) with the absent-component shortcut, then without it."""
+    karta = REGISTRY.lookup(GVK.of(obj))
+    assert karta is not None
+    fast = resolve(karta, obj, ENGINE, full=False)
+    fast_plan = plan(fast, POLICY, obj)
+    with monkeypatch.context() as m:
+        m.setattr(workload, "_absent", lambda c, o: False)
+        slow = resolve(karta, obj, ENGINE, full=False)
+    return (fast, fast_plan), (slow, plan(slow, POLICY, obj))
+
+
+@pytest.mark.parametrize(("name", "obj"), SAMPLE_OBJECTS, ids=[n for n, _ in SAMPLE_OBJECTS])
+def test_every_sample_resolves_the_same_with_the_shortcut(
+    name: str, obj: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast, slow = _both(obj, monkeypatch)
+    assert fast == slow
+
+
+def test_the_shortcut_is_taken_for_components_nobody_listed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    karta = REGISTRY.lookup(GVK.of(MILVUS))
+    assert karta is not None
+    listed = set(MILVUS["spec"]["components"])
+    skipped = [c.name for c in karta.children if workload._absent(c, MILVUS)]
+    assert skipped  # the test would prove nothing otherwise
+    for c in karta.children:
+        if c.name in skipped:
+            assert c.name not in listed
+    # the root writes the global spec.components: never skipped
+    assert not workload._absent(karta.root, MILVUS)
+
+
+#: What a component's entry, or the map of components, may be on a hostile object.
+ODD = st.one_of(
+    st.none(),
+    st.just({}),
+    st.just({"podLabels": None}),
+    st.just({"podLabels": "text", "schedulerName": 7}),
+    st.just({"podLabels": {"a": "b"}, "schedulerName": "default-scheduler"}),
+    st.text(max_size=3),
+    st.integers(),
+    st.lists(st.integers(), max_size=2),
+)
+COMPONENTS = [
+    "standalone",
+    "proxy",
+    "mixCoord",
+    "dataNode",
+    "queryNode",
+    "indexNode",
+    "streamingNode",
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    entries=st.dictionaries(st.sampled_from(COMPONENTS), ODD, max_size=5),
+    top=st.sampled_from(["keep", "null", "text", "absent", "spec-null", "spec-list"]),
+)
+def test_odd_milvus_objects_resolve_the_same_with_the_shortcut(
+    entries: dict[str, Any], top: str
+) -> None:
+    obj = copy.deepcopy(MILVUS)
+    obj["spec"]["components"] = entries
+    if top == "null":
+        obj["spec"]["components"] = None
+    elif top == "text":
+        obj["spec"]["components"] = "x"
+    elif top == "absent":
+        del obj["spec"]["components"]
+    elif top == "spec-null":
+        obj["spec"] = None
+    elif top == "spec-list":
+        obj["spec"] = [1]
+    with pytest.MonkeyPatch.context() as mp:
+        fast, slow = _both(obj, mp)
+    assert fast == slow
+
+
+def test_pointers_are_memoised_right_and_bounded() -> None:
+    for path in [("a", "b~c", "d/e", 0), ("spec", "x", 12), (), ("~", "/")]:
+        assert jqexpr.pointer(path) == jqpath.to_pointer(path)
+        assert jqexpr.pointer(list(path)) == jqpath.to_pointer(path)  # a list key works too
+        assert jqexpr.pointer(path) == jqpath.to_pointer(path)  # and the memoised answer
+    for i in range(POINTER_CACHE_BYTES // 20 + 100):  # more than the memo holds
+        jqexpr.pointer(("attacker", f"key-{i:08d}"))
+    assert 0 < jqexpr._pointer_bytes <= POINTER_CACHE_BYTES
+    assert sum(len(v) for v in jqexpr._pointers.values()) == jqexpr._pointer_bytes
+
+
+def test_policy_values_are_prepared_once() -> None:
+    pol = policy(
+        labels={"plain": "x", "var": "$(component)"},
+        annotations={"dollar": "$$5"},
+        schedulerName="kai-scheduler",
+    )
+    [rule] = pol.rules
+    by_key = {s.key: s for _, group in rule.settings for s in group}
+    assert by_key["plain"].constant == "x" and not by_key["plain"].invalid
+    assert by_key["var"].constant is None
+    assert by_key["dollar"].constant is None  # "$$" renders to "$"
+    assert by_key["dollar"].value({}) == "$5"
+    assert by_key[None].tail == "" and by_key["plain"].tail == "/plain"
+    assert rule.variable
+    assert [inj.key for inj, _ in rule.settings] == ["labels", "annotations", "schedulerName"]
+
+
+def test_a_constant_value_the_api_server_would_refuse_is_checked_once_and_skipped() -> None:
+    # parse_policy refuses it at load; a Rule made in code still gets the check.
+    bad = Rule("r", Match(), sets={"labels": (("q", "-x-"),)})
+    [(_, (setting,))] = bad.settings
+    assert setting.invalid
+    obj = next(o for n, o in SAMPLE_OBJECTS if n.endswith("leader-workers.yaml"))
+    w = resolve(REGISTRY.lookup(GVK.of(obj)), obj, ENGINE, full=False)
+    out = plan(w, Policy((bad,)), obj)
+    assert out.ops == []
+    assert out.failures and all(reason == "invalid_value" for reason, _ in out.failures)
+    assert all("is not a valid label value" in warning for warning in out.warnings)
