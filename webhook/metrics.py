@@ -17,6 +17,7 @@ Label values are bounded: ``kind`` is a Kind the registry knows (or ``Karta``), 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -37,6 +38,7 @@ __all__ = [
     "MUTATION_FAILURES",
     "PATCH_OPS",
     "REQUESTS",
+    "child",
     "mark_process_dead",
     "multiprocess_dir",
     "render",
@@ -81,6 +83,20 @@ CONNECTIONS_CUT = Counter(
     "cap, 413), bad_request (framing not HTTP/1.1, 4xx).",
     ["reason"],
 )
+
+
+_children: dict[tuple[object, tuple[str, ...]], Any] = {}
+
+
+def child(metric: Counter | Histogram, *labels: str) -> Any:
+    """``metric.labels(*labels)``, looked up once per label set: the admission path counts on
+    every request, and prometheus_client's lookup (validation, a lock, a dict) costs more than
+    the count. Label values are bounded (see the module text), so is this memo."""
+    key = (metric, labels)
+    found = _children.get(key)
+    if found is None:
+        found = _children[key] = metric.labels(*labels)
+    return found
 
 
 def multiprocess_dir() -> str | None:

@@ -79,12 +79,12 @@ class _Patch:
         overwrite: bool,
         anchor: Any = None,
         unset: tuple[str, ...] = (),
-        at: str | None = None,
+        at: tuple[str, str] | None = None,
     ) -> str | None:
         """Set ``key`` in the object at ``container`` (creating it and missing parents below the
         first ``base`` tokens). A value in ``unset`` counts as no value. ``at``, when given, is
-        the JSON Pointer of ``(*container, key)``, built by the caller from parts it reuses.
-        Returns None on success or no-op, else why it was skipped."""
+        the JSON Pointer of ``container`` and what ``key`` adds to it, built by the caller from
+        parts it reuses. Returns None on success or no-op, else why it was skipped."""
         cur = self.get(container, base, anchor)
         if isinstance(cur, dict):
             existing = self.assigned.get((container, key), cur.get(key))
@@ -93,10 +93,10 @@ class _Patch:
             if existing is not None and (existing == value or not overwrite):
                 return None
             self.changes += 1
-            if container in self.created:
+            if self.created and container in self.created:
                 cur[key] = value
             else:
-                path = at if at is not None else jqexpr.pointer((*container, key))
+                path = at[0] + at[1] if at is not None else jqexpr.pointer((*container, key))
                 self.ops.append({"op": "add", "path": path, "value": value})
                 self.assigned[(container, key)] = value
             return None
@@ -130,19 +130,18 @@ class _Patch:
         else:
             self.roots[container[: start + 1]] = top
             self.root_lengths.add(start + 1)
-            self.ops.append(
-                {"op": "add", "path": jqexpr.pointer(container[: start + 1]), "value": top}
-            )
+            made = container[: start + 1]
+            path = at[0] if at is not None and start + 1 == len(container) else jqexpr.pointer(made)
+            self.ops.append({"op": "add", "path": path, "value": top})
         return None
 
 
-def _variables(w: Workload, c: ComponentView, i: Instance) -> dict[str, str]:
+def _variables(w: Workload) -> dict[str, str]:
+    """The workload's variables; :func:`_apply` adds the instance's."""
     return {
         "workload.name": w.name,
         "workload.namespace": w.namespace,
         "workload.kind": w.gvk.kind,
-        "component": c.name,
-        "instance": i.id,
     }
 
 
@@ -158,17 +157,19 @@ def plan(w: Workload, policy: Policy, obj: Mapping[str, Any]) -> Plan:
     failures: list[tuple[str, str]] = []
     mutated: set[int] = set()
     matched: set[int] = set()
+    w_values = _variables(w) if any(rule.variable for rule in policy.rules) else {}
     for rule in policy.rules:
         if not rule.match.workload(w.gvk, w.namespace):
             continue
+        narrowed = bool(rule.match.components or rule.match.instances)
         if not failures:  # templates a failed write path would have found get nothing
             failures.extend((EVALUATION, f) for f in w.failures)
         for n, (c, inst) in enumerate(w.instances):
-            if not rule.match.instance(c.name, inst.id):
+            if narrowed and not rule.match.instance(c.name, inst.id):
                 continue
             matched.add(n)
             before = patch.changes
-            _apply(rule, w, c, inst, patch, warnings, failures)
+            _apply(rule, w_values if rule.variable else None, c, inst, patch, warnings, failures)
             if patch.changes > before:
                 mutated.add(n)
     return Plan(patch.ops, warnings, len(mutated), len(matched), failures)
@@ -176,7 +177,7 @@ def plan(w: Workload, policy: Policy, obj: Mapping[str, Any]) -> Plan:
 
 def _apply(
     rule: Rule,
-    w: Workload,
+    w_values: dict[str, str] | None,
     c: ComponentView,
     inst: Instance,
     patch: _Patch,
@@ -184,8 +185,9 @@ def _apply(
     failures: list[tuple[str, str]],
 ) -> None:
     """Everything ``rule`` sets on one instance, injectable by injectable (in table order):
-    a map's keys inside the map at its slot, a single value at its slot."""
-    values = _variables(w, c, inst) if rule.variable else None
+    a map's keys inside the map at its slot, a single value at its slot. ``w_values`` are
+    the workload's variables when the rule's values use any."""
+    values = {**w_values, "component": c.name, "instance": inst.id} if w_values else None
     slots = inst.slots
     for inj, settings in rule.settings:
         slot = slots.get(inj.key)
@@ -194,7 +196,7 @@ def _apply(
             warnings.append(f"{where}: the definition gives no place for {inj.key}; skipped")
             continue
         for s in settings:
-            value = s.value(values)
+            value = s.constant if s.constant is not None else s.value(values)
             if s.invalid if s.constant is not None else inj.check_value(value):
                 where = _where(rule, c, inst)
                 shown = f"{inj.noun} {s.key}={value!r}" if s.key else f"{inj.noun} {value!r}"
@@ -202,9 +204,11 @@ def _apply(
                 failures.append((INVALID_VALUE, f"{where}: {shown} {inj.invalid}"))
                 continue
             if s.key is not None:  # a key of the map at the slot
-                container, name, at = slot.path, s.key, slot.pointer + s.tail
-            else:  # the slot is the field itself
-                container, name, at = slot.path[:-1], str(slot.path[-1]), slot.pointer
+                container, name, at = slot.path, s.key, (slot.pointer, s.tail)
+            else:  # the slot is the field itself: its parent's pointer, and its own step
+                container, name = slot.path[:-1], str(slot.path[-1])
+                up, _, step = slot.pointer.rpartition("/")
+                at = (up, "/" + step)
             why = patch.set(
                 container, slot.base, name, value, rule.overwrite, slot.anchor, inj.unset, at
             )

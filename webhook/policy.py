@@ -114,11 +114,16 @@ class Setting:
     #: what the key adds to the JSON Pointer of its map (``/kai.scheduler~1queue``); "" for a
     #: single value
     tail: str
+    #: the template as (text, variable or None) pieces, for rendering without a regex
+    pieces: tuple[tuple[str, str | None], ...] = ()
 
     def value(self, variables: Mapping[str, str] | None) -> str:
+        """The value for one instance (``variables``: see :data:`VARIABLES`), as
+        :func:`render` gives it."""
         if self.constant is not None:
             return self.constant
-        return render(self.template, variables or {})
+        values = variables or {}
+        return "".join(text + values[var] if var else text for text, var in self.pieces)
 
 
 @dataclass(frozen=True)
@@ -153,7 +158,25 @@ class Rule:
 def _setting(inj: Injectable, key: str | None, template: str) -> Setting:
     constant = None if _VAR.search(template) else template
     invalid = constant is not None and bool(inj.check_value(constant))
-    return Setting(key, template, constant, invalid, pointer((key,)) if key is not None else "")
+    tail = pointer((key,)) if key is not None else ""
+    return Setting(key, template, constant, invalid, tail, _pieces(template))
+
+
+def _pieces(template: str) -> tuple[tuple[str, str | None], ...]:
+    out: list[tuple[str, str | None]] = []
+    text, at = "", 0
+    for m in _VAR.finditer(template):
+        text += template[at : m.start()]
+        at = m.end()
+        if m.group(0) == "$$":
+            text += "$"
+        else:
+            out.append((text, m.group(1)))
+            text = ""
+    text += template[at:]
+    if text or not out:
+        out.append((text, None))
+    return tuple(out)
 
 
 @dataclass(frozen=True)

@@ -386,12 +386,12 @@ def admit(state: State, webhook: str, handle: Handler, body: bytes) -> tuple[int
         failure = "error" if webhook == "mutate" else None
     out = admission.encode(resp)
     elapsed = time.perf_counter() - start
-    metrics.REQUESTS.labels(webhook, kind, req.operation, outcome).inc()
-    metrics.DURATION.labels(webhook).observe(elapsed)
+    metrics.child(metrics.REQUESTS, webhook, kind, req.operation, outcome).inc()
+    metrics.child(metrics.DURATION, webhook).observe(elapsed)
     if ops:
-        metrics.PATCH_OPS.labels(kind).inc(ops)
+        metrics.child(metrics.PATCH_OPS, kind).inc(ops)
     if failure:
-        metrics.MUTATION_FAILURES.labels(kind, failure).inc()
+        metrics.child(metrics.MUTATION_FAILURES, kind, failure).inc()
     admission_log.info(
         "admission",
         extra={

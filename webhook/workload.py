@@ -127,6 +127,10 @@ class _Requests:
 
     prepared: Prepared
     index: Mapping[tuple[str, str], int]
+    #: a mutation's requests that only components resolved by :func:`_by_parent` make (plain
+    #: key paths, walked in process): evaluated only when one of them is resolved in full
+    deferred: Prepared
+    deferred_index: Mapping[tuple[str, str], int]
 
 
 def _wanted(c: Component, need: Need, root: bool) -> list[tuple[Role, str, Mode]]:
@@ -156,38 +160,64 @@ def _requests(karta: Karta, need: Need, full: bool) -> _Requests:
         return known
     requests: list[tuple[str, Mode]] = []
     index: dict[tuple[str, str], int] = {}
+    later: list[tuple[str, Mode]] = []
+    later_index: dict[tuple[str, str], int] = {}
 
-    def want(expr: str | None, mode: Mode) -> None:
-        if expr and (expr, mode) not in index:
-            index[(expr, mode)] = len(requests)
-            requests.append((expr, mode))
+    def want(expr: str | None, mode: Mode, into: list[tuple[str, Mode]] = requests) -> None:
+        where = index if into is requests else later_index
+        if expr and (expr, mode) not in index and (expr, mode) not in where:
+            where[(expr, mode)] = len(into)
+            into.append((expr, mode))
 
-    for c in karta.components:
-        for _, expr, mode in _wanted(c, need, c is karta.root):
-            want(expr, mode)
+    deferrable = [
+        not full and c is not karta.root and _shared(c) is not None for c in karta.components
+    ]
+    for c, defer in zip(karta.components, deferrable, strict=True):
+        if not defer:
+            for _, expr, mode in _wanted(c, need, c is karta.root):
+                want(expr, mode)
+    for c, defer in zip(karta.components, deferrable, strict=True):
+        if defer:
+            for _, expr, mode in _wanted(c, need, False):
+                want(expr, mode, later)
     root_status = karta.root.status
     if full and root_status:
         for matchers in root_status.mappings.values():
             for m in matchers:
                 if m.by_expression:
                     want(status.tostring(m.by_expression), "values")
-    known = _Requests(prepare(requests), index)
+    known = _Requests(prepare(requests), index, prepare(later), later_index)
     karta.root.derived[key] = known
     return known
 
 
 class _Batch:
-    """The outcomes of one object's requests, handed out by expression and mode."""
+    """The outcomes of one object's requests, handed out by expression and mode (the
+    deferred ones evaluated when first asked for)."""
 
-    def __init__(self, requests: _Requests, outcomes: list[Outcome]) -> None:
-        self.index = requests.index
+    def __init__(
+        self, requests: _Requests, engine: Engine, obj: Any, outcomes: list[Outcome]
+    ) -> None:
+        self.requests = requests
+        self.engine = engine
+        self.obj = obj
         self.outcomes = outcomes
+        self.later: list[Outcome] | None = None
         self.failures: list[str] = []  # write paths whose evaluation failed
 
     def get(self, expr: str | None, mode: Mode) -> Outcome | None:
         """The outcome of a requested expression; None when it was not requested."""
-        i = self.index.get((expr, mode)) if expr else None
-        return self.outcomes[i] if i is not None else None
+        if not expr:
+            return None
+        i = self.requests.index.get((expr, mode))
+        if i is not None:
+            return self.outcomes[i]
+        i = self.requests.deferred_index.get((expr, mode))
+        if i is None:
+            return None
+        if self.later is None:
+            self.later = self.engine.evaluate(self.requests.deferred, self.obj)
+        return self.later[i]
 
 
 def resolve(karta: Karta, obj: Mapping[str, Any], engine: Engine, *, full: bool = True) -> Workload:
@@ -198,7 +228,7 @@ def resolve(karta: Karta, obj: Mapping[str, Any], engine: Engine, *, full: bool 
     """
     need = Need.DESCRIBE if full else Need.MUTATE
     requests = _requests(karta, need, full)
-    batch = _Batch(requests, engine.evaluate(requests.prepared, obj))
+    batch = _Batch(requests, engine, obj, engine.evaluate(requests.prepared, obj))
     root_status = karta.root.status
 
     warnings: list[str] = []
@@ -263,8 +293,11 @@ def _component(
     warnings: list[str],
     root: bool,
 ) -> ComponentView:
-    if not full and not root and _absent(c, obj):
-        return ComponentView(c.name, c.kind, c.owner_ref, ())
+    if not full:
+        if c.pattern == TEMPLATE:
+            return _template_view(c, batch, warnings)
+        if (known := _by_parent(c, obj, root)) is not None:
+            return known
     rows: list[_Row] = []
     if c.pattern == TEMPLATE:
         rows = _template_rows(c, batch, full, warnings)
@@ -274,7 +307,7 @@ def _component(
         rows = _fragment_rows(c, obj, batch, warnings, root)
 
     n = len(rows)
-    ids = _instance_ids(c, rows, batch, warnings)
+    ids = _instance_ids(c, [r.loc for r in rows], batch, warnings)
     if full:
         replicas, mins, maxs = (_scale_values(c, role, n, batch, warnings) for role in _SCALE)
     else:
@@ -295,43 +328,92 @@ def _component(
     return ComponentView(c.name, c.kind, c.owner_ref, instances)
 
 
+def _template_view(c: Component, batch: _Batch, warnings: list[str]) -> ComponentView:
+    """A ``podTemplateSpecPath`` component as a mutation needs it: the rules of
+    :func:`_template_rows` and :func:`_instance_ids`, without replicas and GPUs."""
+    found = _locs(batch, c.expr(Role.POD_TEMPLATE_SPEC), c, TEMPLATE, warnings)
+    ids = _instance_ids(c, [loc for loc, _ in found], batch, warnings)
+    instances = tuple(
+        Instance(ids[i], loc, 1, slots=_template_slots(loc, val))
+        for i, (loc, val) in enumerate(found)
+        if isinstance(val, dict)
+    )
+    return ComponentView(c.name, c.kind, c.owner_ref, instances)
+
+
 #: each injectable's steps below a template, and their JSON Pointer suffix
 _IN_TEMPLATE = tuple(
     (i.key, i.in_template, i.template_base, pointer(i.in_template)) for i in INJECTABLES
 )
 
 
-def _absent(c: Component, obj: Mapping[str, Any]) -> bool:
-    """Whether this child component is certainly not on ``obj``, known without resolving it:
-    its write fields are object keys under one parent (``.spec.components.proxy.podLabels``
-    and its siblings, a Milvus component), it has no ``instanceIdPath``, and that parent is
-    absent or null by way of objects only. Resolution would then find one location per field,
-    each without a parent object: no instance, no warning (a value in the way that is not an
-    object is left to resolution, which reports it). Mutation only; a describe resolves all."""
-    parent: tuple[str, ...] | None = c.derived.get("parent", ())
-    if parent == ():
-        parent = c.derived["parent"] = _shared_parent(c)
-    if parent is None:
-        return False
+def _by_parent(c: Component, obj: Mapping[str, Any], root: bool = False) -> ComponentView | None:
+    """A child component resolved without the general rules, when its write fields are object
+    keys under one parent (``.spec.components.proxy.podLabels`` and its siblings: a Milvus
+    component) and it has no ``instanceIdPath``, and that parent is reached through objects
+    only. Resolution in full would give the same: absent or null, one location per field
+    without a parent object, so no instance and no warning; an object, one instance whose
+    fields all live in it. Anything else (a value in the way that is not an object) is left
+    to resolution, which reports it: None. The root's fields are created where their parent
+    is missing (see :func:`creatable`), so for the root only an object is taken here. Mutation
+    only; a describe resolves in full."""
+    shared = _shared(c)
+    if shared is None:
+        return None
     cur: Any = obj
-    for key in parent:
+    for key in shared.parent:
         if type(cur) is dict:
             cur = cur.get(key)
         elif cur is not None:
-            return False
-    return cur is None
+            return None
+    if cur is None and not root:
+        return ComponentView(c.name, c.kind, c.owner_ref, ())
+    if type(cur) is not dict:
+        return None
+    slots = {key: Slot(loc, shared.base, cur, at) for key, loc, at in shared.fields}
+    instance = Instance(c.name, shared.fields[0][1], 1, slots=slots)
+    return ComponentView(c.name, c.kind, c.owner_ref, (instance,))
 
 
-def _shared_parent(c: Component) -> tuple[str, ...] | None:
+@dataclass(frozen=True)
+class _Shared:
+    """A component's write fields as keys of one parent object: the parent's keys, its
+    length, and each field's injectable, location and JSON Pointer (in table order)."""
+
+    parent: tuple[str, ...]
+    base: int
+    fields: tuple[tuple[str, tuple[str, ...], str], ...]
+
+
+_UNKNOWN: Any = object()
+
+
+def _shared(c: Component) -> _Shared | None:
+    """The component's write fields as keys of one parent object, or None (derived once)."""
+    shared: _Shared | None = c.derived.get("shared", _UNKNOWN)
+    if shared is _UNKNOWN:
+        shared = c.derived["shared"] = _shared_parent(c)
+    return shared
+
+
+def _shared_parent(c: Component) -> _Shared | None:
     if c.pattern != FRAGMENTED or c.exprs.get(Role.INSTANCE_ID):
         return None
-    chains = [c.exprs.get(role) for role in WRITE_FRAGMENTS]
-    keys = {key_chain(e) for e in chains if e}
-    parents = {k[:-1] if k else None for k in keys}
+    fields = []
+    for inj in INJECTABLES:
+        expr = c.exprs.get(inj.fragment)
+        if expr:
+            keys = key_chain(expr)
+            if not keys:
+                return None
+            fields.append((inj.key, keys, pointer(keys)))
+    parents = {keys[:-1] for _, keys, _ in fields}
     if len(parents) != 1:
         return None
     (parent,) = parents
-    return parent if parent else None
+    if not parent:
+        return None
+    return _Shared(parent, len(parent), tuple(fields))
 
 
 def _template_slots(loc: Path_, template: dict[str, Any]) -> dict[str, Slot]:
@@ -503,11 +585,14 @@ def _fragment(c: Component, role: Role) -> str:
     return f"component {c.name!r}: fragmentedPodSpecDefinition.{role.value}"
 
 
-def _instance_ids(c: Component, rows: list[_Row], batch: _Batch, warnings: list[str]) -> list[str]:
-    """Ids from ``instanceIdPath`` when it agrees with the locations in count; otherwise the
-    key or index that tells the locations apart (never ``keys`` paired with ``.[]``: libjq
-    iterates objects in insertion order, so the location is the truth)."""
-    n = len(rows)
+def _instance_ids(
+    c: Component, locs: list[Path_ | None], batch: _Batch, warnings: list[str]
+) -> list[str]:
+    """Ids for the locations a component's definition found (instances or not): from
+    ``instanceIdPath`` when it agrees with them in count; otherwise the key or index that
+    tells them apart (never ``keys`` paired with ``.[]``: libjq iterates objects in insertion
+    order, so the location is the truth)."""
+    n = len(locs)
     out = batch.get(c.expr(Role.INSTANCE_ID), "values")
     if out is not None:
         ids = out.items
@@ -521,7 +606,7 @@ def _instance_ids(c: Component, rows: list[_Row], batch: _Batch, warnings: list[
             )
     if n <= 1:
         return [c.name] * n
-    return _ids_from_locations([r.loc or () for r in rows])
+    return _ids_from_locations([loc or () for loc in locs])
 
 
 def _ids_from_locations(locs: list[Path_]) -> list[str]:
