@@ -8,8 +8,13 @@ runs ``wrk`` (HTTP/1.1 keep-alive over TLS) at 1, 4, 16 and 64 connections again
 
 * ``mutate JobSet``: a JobSet review (two templates patched);
 * ``mutate libjq``: a review of the kind that needs the sandbox (one libjq round trip);
-* ``null path``: a review of a kind with no definition (decoded, looked up, allowed);
-* ``bare flask``: the bare app.
+* ``null path``: a review of a kind with no definition (decoded, looked up, allowed), a
+  100-byte object;
+* ``null, same body``: the same, with the JobSet's object under a kind with no definition:
+  the same bytes to read and decode as ``mutate JobSet``, so the difference is the mutation;
+* ``bare flask``: the bare app;
+* ``go stdlib``: when ``go`` is installed, the Go floor (``bench/gofloor``: net/http over TLS,
+  the whole review decoded, a fixed patch), built into a temporary directory.
 
 Printed per case and connection count, the medians over the rounds: requests per second, p50
 and p99 latency (wrk's), and
@@ -17,9 +22,9 @@ the server's CPU per request (user + system time of the server's processes, its 
 children included, from ``/proc``, divided by the requests answered). Also: sandbox children
 started during the measured runs (goal: none after warm-up).
 
-Goals (issue 11): null-path CPU per request <= 1.15 x the bare app; JobSet throughput >=
-0.85 x the null path at 4 connections; the libjq kind's p99 at 16 connections <= 2 x the
-JobSet p99.
+Goals (issue 11), printed at the end: null-path CPU per request <= 1.15 x the bare app;
+JobSet throughput >= 0.85 x the null path at 4 connections; the libjq kind's p99 at 16
+connections <= 2 x the JobSet p99; stretch: JobSet throughput at 1 connection >= 0.45 x Go's.
 
 Run: ``python bench/bench_server.py [--seconds S] [--rounds R] [--connections 1,4,16,64]``.
 Needs ``wrk`` (``apt-get install wrk``). Loopback only; every run is bounded in time.
@@ -217,12 +222,20 @@ def main() -> None:
     (tmp / "catalog" / "batch.yaml").write_text(LIBJQ_KARTA)
     (tmp / "bare.py").write_text(BARE_APP)
     (tmp / "post.lua").write_text(LUA)
+    same = load(JOBSET)
+    same["apiVersion"], same["kind"] = "example.com/v1", "Widget"
     bodies = {
         "mutate JobSet": review(load(JOBSET)),
         "mutate libjq": review(_batch(), resource="batches"),
         "null path": review(_other(), resource="widgets"),
+        "null, same body": review(same, resource="widgets"),
         "bare flask": review(load(JOBSET)),
     }
+    gofloor = _build_go(tmp)
+    if gofloor is not None:
+        bodies["go stdlib"] = review(load(JOBSET))
+    else:
+        print("go is not installed: the Go floor is not measured (apt-get install golang-go)")
     for name, rv in bodies.items():
         (tmp / f"{name.replace(' ', '-')}.json").write_text(json.dumps(rv))
 
@@ -242,11 +255,23 @@ def main() -> None:
          "bare:app"],
         cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+    servers = [ours, bare]
+    port = {"bare flask": bare_port}
+    pid = {"bare flask": bare.pid}
+    if gofloor is not None:
+        go_port = free_port()
+        go = subprocess.Popen(
+            [str(gofloor), f"-addr=127.0.0.1:{go_port}", f"-cert={certs.cert}",
+             f"-key={certs.key}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        servers.append(go)
+        port["go stdlib"], pid["go stdlib"] = go_port, go.pid
     try:
         _wait(ours_port, ours, certs.ca_cert)
         _wait(bare_port, bare, certs.ca_cert)
-        port = {"bare flask": bare_port}
-        pid = {"bare flask": bare.pid}
+        if gofloor is not None:
+            _wait(port["go stdlib"], servers[-1], certs.ca_cert)
         # warm up: every case once, so children and caches exist before measuring
         for name in bodies:
             _wrk(port.get(name, ours_port), "/mutate", tmp / f"{name.replace(' ', '-')}.json", 4,
@@ -274,12 +299,12 @@ def main() -> None:
                         print(f"warning: {name} at {c}: {r['errors']} non-2xx answers")
         children_after = _children_of_workers(ours.pid)
     finally:
-        for proc in (ours, bare):
+        for proc in servers:
             proc.terminate()
-        for proc in (ours, bare):
+        for proc in servers:
             proc.wait(timeout=30)
     print(f"medians of {args.rounds} interleaved runs of {args.seconds:g} s each")
-    print(f"{'case':<14} {'conns':>5} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'CPU µs/req':>11}")
+    print(f"{'case':<16} {'conns':>5} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'CPU µs/req':>11}")
     for c in conns:
         for name in bodies:
             runs = results[(name, c)]
@@ -288,11 +313,52 @@ def main() -> None:
                 return statistics.median(r[key] for r in runs)
 
             print(
-                f"{name:<14} {c:>5} {med('rps'):>8.0f} {med('p50'):>8.2f} {med('p99'):>8.2f} "
+                f"{name:<16} {c:>5} {med('rps'):>8.0f} {med('p50'):>8.2f} {med('p99'):>8.2f} "
                 f"{med('cpu'):>11.0f}"
             )
     spawned = children_after - children_before
     print(f"sandbox children started after warm-up: {len(spawned)}")
+    _goals(results)
+
+
+def _goals(results: dict[tuple[str, int], list[dict[str, float]]]) -> None:
+    """The issue's goals as measured (medians), where this run has their cases."""
+
+    def med(name: str, conns: int, key: str) -> float | None:
+        runs = results.get((name, conns))
+        return statistics.median(r[key] for r in runs) if runs else None
+
+    def ratio(a: float | None, b: float | None) -> str:
+        return f"{a / b:.2f}" if a is not None and b else "not measured"
+
+    for label, a, b, goal in [
+        ("null-path CPU / bare flask CPU, 1 conn", ("null path", 1, "cpu"),
+         ("bare flask", 1, "cpu"), "<= 1.15"),
+        ("JobSet req/s / null-path req/s, 4 conns", ("mutate JobSet", 4, "rps"),
+         ("null path", 4, "rps"), ">= 0.85"),
+        ("JobSet req/s / null (same body) req/s, 4 conns", ("mutate JobSet", 4, "rps"),
+         ("null, same body", 4, "rps"), ">= 0.85"),
+        ("libjq p99 / JobSet p99, 16 conns", ("mutate libjq", 16, "p99"),
+         ("mutate JobSet", 16, "p99"), "<= 2"),
+        ("JobSet req/s / Go req/s, 1 conn (stretch)", ("mutate JobSet", 1, "rps"),
+         ("go stdlib", 1, "rps"), ">= 0.45"),
+    ]:  # fmt: skip
+        print(f"goal {goal:>7}: {label}: {ratio(med(*a), med(*b))}")
+
+
+def _build_go(tmp: Path) -> Path | None:
+    """The Go floor built from bench/gofloor into ``tmp``, or None without a Go toolchain."""
+    go = shutil.which("go")
+    if go is None:
+        return None
+    out = tmp / "gofloor"
+    env = {**os.environ, "GOCACHE": str(tmp / "gocache"), "GOPATH": str(tmp / "gopath"),
+           "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}  # fmt: skip
+    subprocess.run(
+        [go, "build", "-o", str(out), "."], cwd=ROOT / "bench" / "gofloor", env=env,
+        check=True, timeout=300,
+    )  # fmt: skip
+    return out
 
 
 if __name__ == "__main__":

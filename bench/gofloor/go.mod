@@ -1,0 +1,3 @@
+module karta-webhook/bench/gofloor
+
+go 1.19
