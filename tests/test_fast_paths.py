@@ -3,7 +3,9 @@
 * An absent child component (a Milvus component nobody listed) is known to have no instance
   without resolving it, and a present one whose fields are keys of one object is resolved
   directly (``workload._by_parent``): the workload, the patch and every warning must
-  be the same as when it is resolved in full.
+  be the same as when it is resolved by the general rules. Templates are resolved for a
+  mutation without replicas and GPUs (``workload._template_view``): the instances must be
+  those a describe finds.
 * JSON Pointers are memoised by location, bounded in bytes.
 * Policy values are prepared once (``policy.Setting``), rendered without a regex.
 * Metric children are looked up once per label set.
@@ -195,3 +197,25 @@ def test_metric_children_are_looked_up_once() -> None:
     assert (
         metrics.REQUESTS.labels("mutate", "JobSet", "CREATE", "patched")._value.get() == before + 1
     )
+
+
+@pytest.mark.parametrize(("name", "obj"), SAMPLE_OBJECTS, ids=[n for n, _ in SAMPLE_OBJECTS])
+def test_a_mutation_finds_the_instances_a_describe_finds(name: str, obj: Any) -> None:
+    """Mutation resolves templates and fields under one parent by shortcuts
+    (``_template_view``, ``_by_parent``); a describe resolves everything by the general rules:
+    the instances, their ids, locations and slots must agree. (A describe also counts an
+    instance known by read-only fields alone, a NIMCache's: nothing to write there, and a
+    mutation does not read those fields.)"""
+    karta = REGISTRY.lookup(GVK.of(obj))
+    assert karta is not None
+    full = resolve(karta, obj, ENGINE, full=True)
+    mutation = resolve(karta, obj, ENGINE, full=False)
+
+    def seen(w: Any) -> list[Any]:
+        return [
+            (c.name, [(i.id, i.location, i.slots) for i in c.instances if i.slots])
+            for c in w.components
+        ]
+
+    assert seen(mutation) == seen(full)
+    assert set(mutation.warnings) <= set(full.warnings)

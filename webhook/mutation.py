@@ -85,7 +85,20 @@ class _Patch:
         first ``base`` tokens). A value in ``unset`` counts as no value. ``at``, when given, is
         the JSON Pointer of ``container`` and what ``key`` adds to it, built by the caller from
         parts it reuses. Returns None on success or no-op, else why it was skipped."""
-        cur = self.get(container, base, anchor)
+        if anchor is not None and len(container) == base + 1 and isinstance(anchor, dict):
+            # A key of the anchor (a fragment's podLabels, a pod spec's map). The anchor is the
+            # original object's, so no op created it or anything above it: only an op that
+            # created the container itself can have changed what is there.
+            made = self.roots.get(container) if self.roots else None
+            step = container[base]
+            if made is not None:
+                cur = made
+            elif isinstance(step, str):
+                cur = anchor.get(step)
+            else:
+                cur = self.get(container, base, anchor)
+        else:
+            cur = self.get(container, base, anchor)
         if isinstance(cur, dict):
             existing = self.assigned.get((container, key), cur.get(key))
             if existing in unset and existing != value:
@@ -104,6 +117,15 @@ class _Patch:
             return f"{jqexpr.pointer(container)} is not an object"
         if not isinstance(anchor if anchor is not None else self.get(container[:base]), dict):
             return f"{jqexpr.pointer(container[:base])} is not an object"
+        if anchor is not None and at is not None and len(container) == base + 1:
+            # A map missing right below its anchor (a fragment's podLabels): one op that adds
+            # it with the key. The anchor is the original object's, so no op created its path.
+            top = {key: value}
+            self.created[container] = self.roots[container] = top
+            self.root_lengths.add(len(container))
+            self.changes += 1
+            self.ops.append({"op": "add", "path": at[0], "value": top})
+            return None
         # Find the first missing (or null) container below the base and create from there
         # (the container itself is missing: that is why we are here).
         start = base

@@ -348,7 +348,7 @@ _IN_TEMPLATE = tuple(
 
 
 def _by_parent(c: Component, obj: Mapping[str, Any], root: bool = False) -> ComponentView | None:
-    """A child component resolved without the general rules, when its write fields are object
+    """A component resolved without the general rules, when its write fields are object
     keys under one parent (``.spec.components.proxy.podLabels`` and its siblings: a Milvus
     component) and it has no ``instanceIdPath``, and that parent is reached through objects
     only. Resolution in full would give the same: absent or null, one location per field
