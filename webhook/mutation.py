@@ -91,6 +91,7 @@ class _Patch:
             # created the container itself can have changed what is there.
             made = self.roots.get(container) if self.roots else None
             step = container[base]
+            cur: Any
             if made is not None:
                 cur = made
             elif isinstance(step, str):
@@ -120,11 +121,11 @@ class _Patch:
         if anchor is not None and at is not None and len(container) == base + 1:
             # A map missing right below its anchor (a fragment's podLabels): one op that adds
             # it with the key. The anchor is the original object's, so no op created its path.
-            top = {key: value}
-            self.created[container] = self.roots[container] = top
+            new: dict[str, Any] = {key: value}
+            self.created[container] = self.roots[container] = new
             self.root_lengths.add(len(container))
             self.changes += 1
-            self.ops.append({"op": "add", "path": at[0], "value": top})
+            self.ops.append({"op": "add", "path": at[0], "value": new})
             return None
         # Find the first missing (or null) container below the base and create from there
         # (the container itself is missing: that is why we are here).
