@@ -89,11 +89,11 @@ class _Patch:
             # A key of the anchor (a fragment's podLabels, a pod spec's map). The anchor is the
             # original object's, so no op created it or anything above it: only an op that
             # created the container itself can have changed what is there.
-            made = self.roots.get(container) if self.roots else None
+            ours = self.roots.get(container) if self.roots else None
             step = container[base]
             cur: Any
-            if made is not None:
-                cur = made
+            if ours is not None:
+                cur = ours
             elif isinstance(step, str):
                 cur = anchor.get(step)
             else:
