@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 from typing import Any
 
 import pytest
@@ -219,3 +220,33 @@ def test_a_mutation_finds_the_instances_a_describe_finds(name: str, obj: Any) ->
 
     assert seen(mutation) == seen(full)
     assert set(mutation.warnings) <= set(full.warnings)
+
+
+def test_the_master_freezes_its_heap_before_each_fork(tmp_path: Any, monkeypatch: Any) -> None:
+    """The loaded heap goes to the permanent generation before a worker is forked, so the
+    worker's full collections skip it (bench_mutate does the same before measuring)."""
+    from gunicorn.app.base import BaseApplication
+
+    from webhook import serving
+    from webhook.certs import ensure_dev_certs
+    from webhook.registry import State
+
+    seen: dict[str, Any] = {}
+
+    def capture(app: Any) -> None:
+        seen["pre_fork"] = app.cfg.settings["pre_fork"].value
+        seen["preload"] = app.cfg.settings["preload_app"].value
+
+    monkeypatch.setattr(BaseApplication, "run", capture)
+    certs = ensure_dev_certs(tmp_path / "certs")
+    serving.run(State(), certfile=certs.cert, keyfile=certs.key, workers=1)
+    assert seen == {"pre_fork": serving.freeze_heap, "preload": True}
+    before = gc.get_freeze_count()
+    try:
+        gc.collect()
+        kept = [object() for _ in range(10)], {"a": [1]}  # tracked objects that live on
+        serving.freeze_heap(None, None)
+        assert gc.get_freeze_count() > before
+        assert kept
+    finally:
+        gc.unfreeze()

@@ -14,6 +14,7 @@ file reload thread, warming the jq sandbox, and a cluster watch.
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import os
 import ssl
@@ -97,6 +98,15 @@ def cluster_start(
         ca_file=ca_file if ca_file.is_file() else None,
         live_samples=live_samples,
     )
+
+
+def freeze_heap(server: Any = None, worker: Any = None) -> None:
+    """gunicorn's ``pre_fork``: move what the master has loaded (code, definitions, catalog
+    samples, schemas) to the collector's permanent generation before a worker is forked. The
+    worker's full collections then walk only what requests allocate, not the whole loaded
+    heap each time (with a 3 MB object, several times per request), and they do not write to
+    the pages a worker shares with the master (the use ``gc.freeze`` documents)."""
+    gc.freeze()
 
 
 def run(
@@ -222,6 +232,7 @@ def run(
         "keyfile": str(keyfile),
         "ssl_context": ssl_context,
         "preload_app": True,
+        "pre_fork": freeze_heap,
         "post_fork": post_fork,
         "child_exit": child_exit,
         "when_ready": when_ready,
