@@ -76,37 +76,40 @@ class Outcome:
         return self.error is None
 
 
+K = TypeVar("K", str, tuple[PathToken, ...])
 V = TypeVar("V")
 
 
-class Memo(Generic[V]):
-    """A memo of values by string key, bounded in bytes of keys: keys longer than ``max_key``
-    are never kept, and when ``max_bytes`` would be passed the memo starts over. Keys come
-    from definitions and objects, so an attacker decides how many and how long they are."""
+class Memo(Generic[K, V]):
+    """A memo bounded in bytes: an entry's size is its key's length (or the ``size`` given);
+    entries larger than ``max_key`` are never kept, and when ``max_bytes`` would be passed the
+    memo starts over. Keys come from definitions and objects, so an attacker decides how many
+    and how long they are."""
 
     def __init__(self, max_bytes: int, max_key: int) -> None:
         self.max_bytes = max_bytes
         self.max_key = max_key
-        self.data: dict[str, V] = {}
+        self.data: dict[K, V] = {}
         self.bytes = 0
 
-    def get(self, key: str) -> V | None:
+    def get(self, key: K) -> V | None:
         return self.data.get(key)
 
-    def put(self, key: str, value: V) -> None:
-        if len(key) > self.max_key:
+    def put(self, key: K, value: V, size: int | None = None) -> None:
+        n = len(key) if size is None else size
+        if n > self.max_key:
             return
-        if self.bytes + len(key) > self.max_bytes:
+        if self.bytes + n > self.max_bytes:
             self.data.clear()
             self.bytes = 0
         self.data[key] = value
-        self.bytes += len(key)
+        self.bytes += n
 
 
 #: A plain path as evaluated: its steps, and the names when every step is an object key (most
 #: write paths: followed in a loop); boxed, so that "not plain" (None) is kept too.
 _Plain = tuple[tuple[Step, ...], tuple[str, ...] | None] | None
-_plain_cache: Memo[tuple[_Plain]] = Memo(PLAIN_CACHE_BYTES, MAX_EXPRESSION_BYTES // 16)
+_plain_cache: Memo[str, tuple[_Plain]] = Memo(PLAIN_CACHE_BYTES, MAX_EXPRESSION_BYTES // 16)
 
 
 #: Plain paths longer than this go to the native evaluator (the walk recurses once per step).
@@ -139,7 +142,7 @@ def plain(expr: str) -> tuple[Step, ...] | None:
     return found[0] if found is not None else None
 
 
-_native_cache: Memo[tuple[Program | None]] = Memo(PLAIN_CACHE_BYTES, MAX_EXPRESSION_BYTES)
+_native_cache: Memo[str, tuple[Program | None]] = Memo(PLAIN_CACHE_BYTES, MAX_EXPRESSION_BYTES)
 
 
 def native(expr: str) -> Program | None:
@@ -165,19 +168,17 @@ def getpath(obj: Any, path: Sequence[PathToken]) -> Any:
     return cur
 
 
-_escaped: Memo[str] = Memo(POINTER_CACHE_BYTES, POINTER_CACHE_KEY)
+_escaped: Memo[str, str] = Memo(POINTER_CACHE_BYTES, POINTER_CACHE_KEY)
 #: Whole pointers by location: the same definitions meet objects of the same shapes, so the
 #: same locations come back on every request. Bounded like the keys (by pointer length).
-_pointers: dict[tuple[PathToken, ...], str] = {}
-_pointer_bytes = 0
+_pointers: Memo[tuple[PathToken, ...], str] = Memo(POINTER_CACHE_BYTES, POINTER_CACHE_KEY)
 
 
 def pointer(path: Sequence[PathToken]) -> str:
     """RFC 6901 JSON Pointer of a location (``~`` → ``~0``, ``/`` → ``~1``). Same result as
     :func:`jqpath.to_pointer`, memoised by location (and escaped keys by key)."""
-    global _pointer_bytes
     key = path if isinstance(path, tuple) else tuple(path)
-    done = _pointers.get(key)
+    done = _pointers.data.get(key)
     if done is not None:
         return done
     parts = []
@@ -192,12 +193,7 @@ def pointer(path: Sequence[PathToken]) -> str:
             _escaped.put(t, esc)
         parts.append(esc)
     done = "/" + "/".join(parts) if parts else ""
-    if len(done) <= POINTER_CACHE_KEY:
-        if _pointer_bytes + len(done) > POINTER_CACHE_BYTES:
-            _pointers.clear()
-            _pointer_bytes = 0
-        _pointers[key] = done
-        _pointer_bytes += len(done)
+    _pointers.put(key, done, len(done))
     return done
 
 

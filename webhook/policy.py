@@ -64,11 +64,30 @@ def variables_in(template: str) -> list[str]:
 
 def render(template: str, values: Mapping[str, str]) -> str:
     """Substitute ``$(variable)``; ``$$`` is a literal ``$`` (as in Kubernetes env expansion)."""
+    return _join(_pieces(template), values)
 
-    def sub(m: re.Match[str]) -> str:
-        return "$" if m.group(0) == "$$" else values[m.group(1)]
 
-    return _VAR.sub(sub, template)
+def _pieces(template: str) -> tuple[tuple[str, str | None], ...]:
+    """A template as (text, variable or None) pieces: rendered without a regex (a rule's
+    values are split once, when the policy loads)."""
+    out: list[tuple[str, str | None]] = []
+    text, at = "", 0
+    for m in _VAR.finditer(template):
+        text += template[at : m.start()]
+        at = m.end()
+        if m.group(0) == "$$":
+            text += "$"
+        else:
+            out.append((text, m.group(1)))
+            text = ""
+    text += template[at:]
+    if text or not out:
+        out.append((text, None))
+    return tuple(out)
+
+
+def _join(pieces: tuple[tuple[str, str | None], ...], values: Mapping[str, str]) -> str:
+    return "".join(text + values[var] if var else text for text, var in pieces)
 
 
 # --------------------------------------------------------------------------- model
@@ -122,8 +141,7 @@ class Setting:
         :func:`render` gives it."""
         if self.constant is not None:
             return self.constant
-        values = variables or {}
-        return "".join(text + values[var] if var else text for text, var in self.pieces)
+        return _join(self.pieces, variables or {})
 
 
 @dataclass(frozen=True)
@@ -160,23 +178,6 @@ def _setting(inj: Injectable, key: str | None, template: str) -> Setting:
     invalid = constant is not None and bool(inj.check_value(constant))
     tail = pointer((key,)) if key is not None else ""
     return Setting(key, template, constant, invalid, tail, _pieces(template))
-
-
-def _pieces(template: str) -> tuple[tuple[str, str | None], ...]:
-    out: list[tuple[str, str | None]] = []
-    text, at = "", 0
-    for m in _VAR.finditer(template):
-        text += template[at : m.start()]
-        at = m.end()
-        if m.group(0) == "$$":
-            text += "$"
-        else:
-            out.append((text, m.group(1)))
-            text = ""
-    text += template[at:]
-    if text or not out:
-        out.append((text, None))
-    return tuple(out)
 
 
 @dataclass(frozen=True)
