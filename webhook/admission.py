@@ -8,6 +8,7 @@ bytes. The body is parsed exactly once; the object is handed on as parsed, never
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,15 @@ class Request:
     dry_run: bool
     user: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @functools.cached_property
+    def object_kind(self) -> GVK | None:
+        """The kind the object says it is (its ``apiVersion`` and ``kind``), else
+        ``request.kind``; looked up once per request (the server, the handler and the metrics
+        all ask)."""
+        obj = self.object
+        gvk = GVK.of(obj) if isinstance(obj, Mapping) else None
+        return gvk or self.kind
 
 
 @dataclass

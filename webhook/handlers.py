@@ -63,9 +63,7 @@ class Mutation:
 
 
 def object_gvk(req: Request) -> GVK | None:
-    obj = req.object
-    gvk = GVK.of(obj) if isinstance(obj, Mapping) else None
-    return gvk or req.kind
+    return req.object_kind
 
 
 def nothing_found(w: Workload, karta: Karta) -> list[str]:
