@@ -21,7 +21,7 @@ Rules (docs/architecture.md, "Locations, not rewrites"):
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -126,11 +126,11 @@ class _Requests:
     definition (definitions are immutable; this is on every request's path)."""
 
     prepared: Prepared
-    index: Mapping[tuple[str, str], int]
+    index: Mapping[tuple[str, Mode], int]
     #: a mutation's requests that only components resolved by :func:`_by_parent` make (plain
     #: key paths, walked in process): evaluated only when one of them is resolved in full
     deferred: Prepared
-    deferred_index: Mapping[tuple[str, str], int]
+    deferred_index: Mapping[tuple[str, Mode], int]
 
 
 def _wanted(c: Component, need: Need, root: bool) -> list[tuple[Role, str, Mode]]:
@@ -158,37 +158,28 @@ def _requests(karta: Karta, need: Need, full: bool) -> _Requests:
     known: _Requests | None = karta.root.derived.get(key)
     if known is not None:
         return known
-    requests: list[tuple[str, Mode]] = []
-    index: dict[tuple[str, str], int] = {}
+    now: list[tuple[str, Mode]] = []
     later: list[tuple[str, Mode]] = []
-    later_index: dict[tuple[str, str], int] = {}
-
-    def want(expr: str | None, mode: Mode, into: list[tuple[str, Mode]] = requests) -> None:
-        where = index if into is requests else later_index
-        if expr and (expr, mode) not in index and (expr, mode) not in where:
-            where[(expr, mode)] = len(into)
-            into.append((expr, mode))
-
-    deferrable = [
-        not full and c is not karta.root and _shared(c) is not None for c in karta.components
-    ]
-    for c, defer in zip(karta.components, deferrable, strict=True):
-        if not defer:
-            for _, expr, mode in _wanted(c, need, c is karta.root):
-                want(expr, mode)
-    for c, defer in zip(karta.components, deferrable, strict=True):
-        if defer:
-            for _, expr, mode in _wanted(c, need, False):
-                want(expr, mode, later)
+    for c in karta.components:
+        defer = not full and c is not karta.root and _shared(c) is not None
+        wanted = _wanted(c, need, c is karta.root)
+        (later if defer else now).extend((expr, mode) for _, expr, mode in wanted)
     root_status = karta.root.status
     if full and root_status:
         for matchers in root_status.mappings.values():
-            for m in matchers:
-                if m.by_expression:
-                    want(status.tostring(m.by_expression), "values")
-    known = _Requests(prepare(requests), index, prepare(later), later_index)
+            now.extend(
+                (status.tostring(m.by_expression), "values") for m in matchers if m.by_expression
+            )
+    index = _positions(now)
+    later_index = _positions(r for r in later if r not in index)
+    known = _Requests(prepare(list(index)), index, prepare(list(later_index)), later_index)
     karta.root.derived[key] = known
     return known
+
+
+def _positions(requests: Iterable[tuple[str, Mode]]) -> dict[tuple[str, Mode], int]:
+    """Each distinct request and its place, in first-seen order (the dict's order)."""
+    return {r: i for i, r in enumerate(dict.fromkeys(requests))}
 
 
 class _Batch:
