@@ -62,10 +62,6 @@ class Mutation:
     failures: list[tuple[str, str]] = field(default_factory=list)
 
 
-def object_gvk(req: Request) -> GVK | None:
-    return req.object_kind
-
-
 def nothing_found(w: Workload, karta: Karta) -> list[str]:
     """A warning when the definition found no pod template at all on this object (it may not
     fit the object). Absent optional parts (a PyTorchJob without a Master, the Milvus
@@ -97,7 +93,7 @@ def mutate_object(
 
 def mutate(req: Request, registry: Registry, policy: Policy, engine: Engine) -> Result:
     resp = Response(uid=req.uid)
-    gvk = object_gvk(req)
+    gvk = req.object_kind
     kind = gvk.kind if gvk else ""
     if req.operation not in ("CREATE", "UPDATE") or not isinstance(req.object, Mapping):
         return Result(resp, kind, "skipped")
@@ -133,7 +129,7 @@ def _not_mutated(
 ) -> Result:
     """A workload the policy could not be applied to: denied under ``failureMode: closed``,
     otherwise allowed unchanged with a warning that says why."""
-    gvk = object_gvk(req)
+    gvk = req.object_kind
     kind = gvk.kind if gvk else ""
     where = "/".join(p for p in (req.namespace, _name(req)) if p)
     what = f"{kind} {where}".strip()
@@ -240,7 +236,7 @@ def validate(
     built in is admitted with a warning saying so; without it (offline), a CRD given for the
     group and kind that does not serve the version is an error at the root kind's version."""
     resp = Response(uid=req.uid)
-    gvk = object_gvk(req)
+    gvk = req.object_kind
     kind = gvk.kind if gvk else ""
     if req.operation not in ("CREATE", "UPDATE") or not is_karta_kind(gvk):
         return Result(resp, kind, "skipped")

@@ -278,7 +278,7 @@ def _judged(req: admission.Request) -> bool:
     return (
         req.operation in ("CREATE", "UPDATE")
         and isinstance(req.object, Mapping)
-        and is_karta_kind(handlers.object_gvk(req))
+        and is_karta_kind(req.object_kind)
         and not handlers.unchanged_or_leaving(req)
     )
 
@@ -361,7 +361,7 @@ def admit(state: State, webhook: str, handle: Handler, body: bytes) -> tuple[int
         )
         return 400, (str(e) + "\n").encode()
     snap = state.snapshot  # once per request: one consistent registry and policy
-    gvk = handlers.object_gvk(req)
+    gvk = req.object_kind
     kind = _kind_label(snap, gvk)
     failure: str | None = None
     try:
