@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from webhook import definitions, jqexpr
+from webhook import definitions, jqexpr, stamp
 from webhook.admission import Request, Response
 from webhook.builtin_schemas import builtin_schema
 from webhook.crds import SchemaIndex
@@ -29,7 +29,7 @@ from webhook.registry import Registry
 from webhook.samples import Sample, SampleIndex
 from webhook.schema_nodes import Schema
 from webhook.validation import Report, check
-from webhook.workload import Workload, resolve
+from webhook.workload import Workload, mutation_requests, resolve
 
 INDEX_LABELS = ("run.ai/karta-group", "run.ai/karta-version", "run.ai/karta-kind")
 _ROOT_KIND = "spec.structureDefinition.rootComponent.kind"
@@ -51,10 +51,8 @@ class Result:
 
 @dataclass(frozen=True)
 class Mutation:
-    """One object resolved and planned: the workload, the patch and every warning."""
+    """One object planned: the patch and every warning."""
 
-    karta: Karta
-    workload: Workload
     ops: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
     templates_mutated: int = 0
@@ -74,13 +72,15 @@ def nothing_found(w: Workload, karta: Karta) -> list[str]:
 
 
 def mutate_with(karta: Karta, policy: Policy, obj: Mapping[str, Any], engine: Engine) -> Mutation:
-    """Resolve one object under its definition and plan its patch."""
-    workload = resolve(karta, obj, engine, full=False)
+    """Plan the patch of one object under its definition: from its outcomes straight away when
+    :func:`webhook.stamp.plan` can, else by resolving the workload from the same outcomes."""
+    outcomes = engine.evaluate(mutation_requests(karta).prepared, obj)
+    if isinstance(obj, dict) and (fast := stamp.plan(karta, policy, obj, outcomes)) is not None:
+        return Mutation(fast.ops, [], fast.templates_mutated)
+    workload = resolve(karta, obj, engine, full=False, evaluated=outcomes)
     result = plan(workload, policy, obj)
     warnings = [*workload.warnings, *nothing_found(workload, karta), *result.warnings]
-    return Mutation(
-        karta, workload, result.ops, warnings, result.templates_mutated, result.failures
-    )
+    return Mutation(result.ops, warnings, result.templates_mutated, result.failures)
 
 
 def mutate_object(

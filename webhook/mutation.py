@@ -159,13 +159,9 @@ class _Patch:
         return None
 
 
-def _variables(w: Workload) -> dict[str, str]:
+def variables(name: str, namespace: str, kind: str) -> dict[str, str]:
     """The workload's variables; :func:`_apply` adds the instance's."""
-    return {
-        "workload.name": w.name,
-        "workload.namespace": w.namespace,
-        "workload.kind": w.gvk.kind,
-    }
+    return {"workload.name": name, "workload.namespace": namespace, "workload.kind": kind}
 
 
 def plan(w: Workload, policy: Policy, obj: Mapping[str, Any]) -> Plan:
@@ -180,7 +176,11 @@ def plan(w: Workload, policy: Policy, obj: Mapping[str, Any]) -> Plan:
     failures: list[tuple[str, str]] = []
     mutated: set[int] = set()
     matched: set[int] = set()
-    w_values = _variables(w) if any(rule.variable for rule in policy.rules) else {}
+    w_values = (
+        variables(w.name, w.namespace, w.gvk.kind)
+        if any(rule.variable for rule in policy.rules)
+        else {}
+    )
     for rule in policy.rules:
         if not rule.match.workload(w.gvk, w.namespace):
             continue

@@ -211,15 +211,31 @@ class _Batch:
         return self.later[i]
 
 
-def resolve(karta: Karta, obj: Mapping[str, Any], engine: Engine, *, full: bool = True) -> Workload:
+def mutation_requests(karta: Karta) -> _Requests:
+    """What a mutation of ``karta``'s objects evaluates (``resolve(..., full=False)``)."""
+    return _requests(karta, Need.MUTATE, False)
+
+
+def resolve(
+    karta: Karta,
+    obj: Mapping[str, Any],
+    engine: Engine,
+    *,
+    full: bool = True,
+    evaluated: list[Outcome] | None = None,
+) -> Workload:
     """The workload tree of ``obj`` under ``karta``.
 
     With ``full=False`` only what mutation needs is evaluated (locations and instance ids),
-    which keeps the hot path to the definition's write paths.
+    which keeps the hot path to the definition's write paths. ``evaluated``, with
+    ``full=False``, are the outcomes of :func:`mutation_requests` on ``obj`` when the caller
+    has them already (nothing is evaluated twice).
     """
     need = Need.DESCRIBE if full else Need.MUTATE
     requests = _requests(karta, need, full)
-    batch = _Batch(requests, engine, obj, engine.evaluate(requests.prepared, obj))
+    if evaluated is None or full:
+        evaluated = engine.evaluate(requests.prepared, obj)
+    batch = _Batch(requests, engine, obj, evaluated)
     root_status = karta.root.status
 
     warnings: list[str] = []
@@ -235,19 +251,27 @@ def resolve(karta: Karta, obj: Mapping[str, Any], engine: Engine, *, full: bool 
             lambda e: batch.get(e, "values"),
             warnings,
         )
-    meta = obj.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
-    gvk = GVK.of(obj) or (karta.gvk or GVK("", "", ""))
+    gvk, name, namespace = identity(karta, obj)
     return Workload(
         gvk=gvk,
-        name=str(meta.get("name") or meta.get("generateName") or ""),
-        namespace=str(meta.get("namespace") or ""),
+        name=name,
+        namespace=namespace,
         definition=karta.name,
         components=components,
         status=category,
         warnings=tuple(warnings),
         failures=tuple(batch.failures),
     )
+
+
+def identity(karta: Karta, obj: Mapping[str, Any]) -> tuple[GVK, str, str]:
+    """The workload's kind (the definition's when the object names none), name (or
+    ``generateName``) and namespace."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    gvk = GVK.of(obj) or (karta.gvk or GVK("", "", ""))
+    name = str(meta.get("name") or meta.get("generateName") or "")
+    return gvk, name, str(meta.get("namespace") or "")
 
 
 def _locs(
@@ -298,7 +322,7 @@ def _component(
         rows = _fragment_rows(c, obj, batch, warnings, root)
 
     n = len(rows)
-    ids = _instance_ids(c, [r.loc for r in rows], batch, warnings)
+    ids = instance_ids(c, [r.loc for r in rows], _ids(c, batch), warnings)
     if full:
         replicas, mins, maxs = (_scale_values(c, role, n, batch, warnings) for role in _SCALE)
     else:
@@ -321,9 +345,9 @@ def _component(
 
 def _template_view(c: Component, batch: _Batch, warnings: list[str]) -> ComponentView:
     """A ``podTemplateSpecPath`` component as a mutation needs it: the rules of
-    :func:`_template_rows` and :func:`_instance_ids`, without replicas and GPUs."""
+    :func:`_template_rows` and :func:`instance_ids`, without replicas and GPUs."""
     found = _locs(batch, c.expr(Role.POD_TEMPLATE_SPEC), c, TEMPLATE, warnings)
-    ids = _instance_ids(c, [loc for loc, _ in found], batch, warnings)
+    ids = instance_ids(c, [loc for loc, _ in found], _ids(c, batch), warnings)
     instances = tuple(
         Instance(ids[i], loc, 1, slots=_template_slots(loc, val))
         for i, (loc, val) in enumerate(found)
@@ -576,15 +600,19 @@ def _fragment(c: Component, role: Role) -> str:
     return f"component {c.name!r}: fragmentedPodSpecDefinition.{role.value}"
 
 
-def _instance_ids(
-    c: Component, locs: list[Path_ | None], batch: _Batch, warnings: list[str]
+def _ids(c: Component, batch: _Batch) -> Outcome | None:
+    """What the component's ``instanceIdPath`` gave, if it has one."""
+    return batch.get(c.expr(Role.INSTANCE_ID), "values")
+
+
+def instance_ids(
+    c: Component, locs: list[Path_ | None], out: Outcome | None, warnings: list[str]
 ) -> list[str]:
     """Ids for the locations a component's definition found (instances or not): from
-    ``instanceIdPath`` when it agrees with them in count; otherwise the key or index that
-    tells them apart (never ``keys`` paired with ``.[]``: libjq iterates objects in insertion
-    order, so the location is the truth)."""
+    ``instanceIdPath`` (``out``, what it gave) when it agrees with them in count; otherwise
+    the key or index that tells them apart (never ``keys`` paired with ``.[]``: libjq
+    iterates objects in insertion order, so the location is the truth)."""
     n = len(locs)
-    out = batch.get(c.expr(Role.INSTANCE_ID), "values")
     if out is not None:
         ids = out.items
         if out.error:
