@@ -20,8 +20,10 @@ from webhook.jqpath import (
     Step,
     WalkError,
     parse_plain,
+    segments,
     to_pointer,
     walk,
+    walk_objects,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -384,6 +386,46 @@ def _property_cases() -> list[tuple[str, Any]]:
 def test_walk_matches_libjq_property(expr: str, obj: Any) -> None:
     assert parse_plain(expr) is not None, expr
     assert native(expr, obj) == libjq(expr, obj)
+
+
+def _without_indices(rng: random.Random) -> tuple[Step, ...]:
+    return tuple(s for s in _random_steps(rng) if not isinstance(s, Index)) + (Iterate(),) * (
+        rng.random() < 0.3
+    )
+
+
+def _level_walk_cases() -> list[tuple[tuple[Step, ...], Any]]:
+    rng = random.Random(20261203)
+    cases = [(parse_plain(expr), obj) for expr, obj in CASES]
+    cases += [(parse_plain(expr), obj) for expr, obj in _property_cases()]
+    for _ in range(600):
+        steps = _without_indices(rng)
+        cases.append(
+            (steps, _guided_value(rng, steps) if rng.random() < 0.8 else _random_value(rng, 3))
+        )
+    return [(steps, obj) for steps, obj in cases if steps is not None]
+
+
+def test_the_level_walk_gives_what_the_walk_gives_or_leaves_it_to_the_walk() -> None:
+    """``walk_objects`` is the walk on objects, lists and nulls where they are expected; on
+    anything else it declines, and the walk (whose messages are libjq's) fails."""
+    taken = 0
+    for steps, obj in _level_walk_cases():
+        segs = segments(steps)
+        if segs is None:
+            assert any(isinstance(s, Index) for s in steps)
+            continue
+        got = walk_objects(segs, obj)
+        try:
+            want = walk(steps, obj)
+        except WalkError:
+            assert got is None, (steps, obj)
+            continue
+        # on JSON values it declines exactly where the walk fails
+        assert got is not None and got == want, (steps, obj)
+        assert all(a[1] is b[1] for a, b in zip(got, want, strict=True))  # the objects
+        taken += 1
+    assert taken > 500  # the cases are not all failures
 
 
 def test_render_round_trips_through_parse_plain() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -33,13 +34,20 @@ class GVK:
     @classmethod
     def of(cls, obj: Any) -> GVK | None:
         """The GVK of a Kubernetes object from its ``apiVersion`` and ``kind``."""
-        if not isinstance(obj, Mapping):
+        if type(obj) is not dict and not isinstance(obj, Mapping):
             return None
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         if not isinstance(api_version, str) or not isinstance(kind, str) or not kind:
             return None
-        group, _, version = api_version.rpartition("/")
-        return cls(group, version, kind)
+        return _parsed(api_version, kind)
 
     def __str__(self) -> str:
         return f"{self.group}/{self.version} {self.kind}"
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(api_version: str, kind: str) -> GVK:
+    """The GVK of an ``apiVersion`` and ``kind`` (every request asks, for a few kinds: the
+    answers are kept, a bounded number of them)."""
+    group, _, version = api_version.rpartition("/")
+    return GVK(group, version, kind)

@@ -106,9 +106,10 @@ class Memo(Generic[K, V]):
         self.bytes += n
 
 
-#: A plain path as evaluated: its steps, and the names when every step is an object key (most
-#: write paths: followed in a loop); boxed, so that "not plain" (None) is kept too.
-_Plain = tuple[tuple[Step, ...], tuple[str, ...] | None] | None
+#: A plain path as evaluated: its steps, the names when every step is an object key (most
+#: write paths: followed in a loop), and the runs of keys between iterations when it has no
+#: index (walked level by level); boxed, so that "not plain" (None) is kept too.
+_Plain = tuple[tuple[Step, ...], tuple[str, ...] | None, tuple[tuple[str, ...], ...] | None] | None
 _plain_cache: Memo[str, tuple[_Plain]] = Memo(PLAIN_CACHE_BYTES, MAX_EXPRESSION_BYTES // 16)
 
 
@@ -124,7 +125,8 @@ def _plain(expr: str) -> _Plain:
             box = (None,)
         else:
             names = tuple(s.name for s in steps if isinstance(s, jqpath.Key))
-            box = ((steps, names if len(names) == len(steps) else None),)
+            chain = names if len(names) == len(steps) else None
+            box = ((steps, chain, jqpath.segments(steps) if chain is None else None),)
         _plain_cache.put(expr, box)
     return box[0]
 
@@ -198,7 +200,11 @@ def pointer(path: Sequence[PathToken]) -> str:
 
 
 def _native(
-    steps: tuple[Step, ...], chain: tuple[str, ...] | None, mode: Mode, obj: Any
+    steps: tuple[Step, ...],
+    chain: tuple[str, ...] | None,
+    segs: tuple[tuple[str, ...], ...] | None,
+    mode: Mode,
+    obj: Any,
 ) -> Outcome:
     if chain is not None:  # one location: follow the keys (errors: the walk says them)
         cur = obj
@@ -209,10 +215,12 @@ def _native(
                 break
         else:
             return Outcome([cur] if mode == "values" else [(chain, cur)])
-    try:
-        pairs = jqpath.walk(steps, obj)
-    except jqpath.WalkError as e:
-        return Outcome([], None if e.iterates_null else str(e), e.iterates_null)
+    pairs = jqpath.walk_objects(segs, obj) if segs is not None else None
+    if pairs is None:  # an index, or something the level walk leaves to the walk
+        try:
+            pairs = jqpath.walk(steps, obj)
+        except jqpath.WalkError as e:
+            return Outcome([], None if e.iterates_null else str(e), e.iterates_null)
     if len(pairs) > MAX_RESULTS:
         return Outcome([], f"more than {MAX_RESULTS} results")
     if mode == "values":
@@ -315,7 +323,7 @@ class Engine:
         remote: list[int] = []
         for i, (plain_, prog, mode) in enumerate(prepared.forms):
             if plain_ is not None:
-                out.append(_native(plain_[0], plain_[1], mode, obj))
+                out.append(_native(*plain_, mode, obj))
                 continue
             done = _run_native(prog, mode, obj) if prog is not None else None
             if done is None:

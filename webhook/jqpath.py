@@ -28,8 +28,10 @@ __all__ = [
     "Step",
     "WalkError",
     "parse_plain",
+    "segments",
     "to_pointer",
     "walk",
+    "walk_objects",
 ]
 
 
@@ -196,6 +198,56 @@ def walk(steps: Sequence[Step], obj: Any) -> list[tuple[tuple[PathToken, ...], A
         else:
             out.append((path, value))
     return out
+
+
+def segments(steps: Sequence[Step]) -> tuple[tuple[str, ...], ...] | None:
+    """A path of object keys and iterations as the runs of keys between its iterations
+    (``.spec.jobs[].template`` → ``(("spec", "jobs"), ("template",))``); None when a step is
+    an index."""
+    out: list[tuple[str, ...]] = []
+    run: list[str] = []
+    for step in steps:
+        if isinstance(step, Key):
+            run.append(step.name)
+        elif isinstance(step, Iterate):
+            out.append(tuple(run))
+            run = []
+        else:
+            return None
+    out.append(tuple(run))
+    return tuple(out)
+
+
+def walk_objects(
+    segs: tuple[tuple[str, ...], ...], obj: Any
+) -> list[tuple[tuple[PathToken, ...], Any]] | None:
+    """What :func:`walk` gives for the path of :func:`segments` ``segs``, on an object where
+    every key is looked up in an object (or null) and every iteration is over a list or an
+    object; None otherwise, and then :func:`walk` says what happens (an error, or nothing
+    there). Level by level: each location is replaced by its children in order, which is
+    the walk's depth-first order."""
+    level: list[tuple[tuple[PathToken, ...], Any]] = [((), obj)]
+    last = len(segs) - 1
+    for n, keys in enumerate(segs):
+        nxt: list[tuple[tuple[PathToken, ...], Any]] = []
+        for path, value in level:
+            for key in keys:
+                if type(value) is dict:
+                    value = value.get(key)
+                elif value is not None:
+                    return None
+            if keys:
+                path += keys
+            if n == last:
+                nxt.append((path, value))
+            elif type(value) is list:
+                nxt.extend([((*path, i), item) for i, item in enumerate(value)])
+            elif type(value) is dict:
+                nxt.extend([((*path, k), item) for k, item in value.items()])
+            else:
+                return None
+        level = nxt
+    return level
 
 
 def _kind(value: Any) -> str:

@@ -24,7 +24,7 @@ from webhook.definitions import Component, Karta
 from webhook.fields import INJECTABLES, TEMPLATE, Injectable, Role
 from webhook.jqexpr import Outcome, Path_, pointer
 from webhook.mutation import Plan, variables
-from webhook.policy import Policy, Setting
+from webhook.policy import Policy
 from webhook.workload import identity, instance_ids, mutation_requests
 
 
@@ -34,10 +34,11 @@ class _Place(NamedTuple):
 
     parent: str
     name: str
-    #: whether the parent may be created (a template's ``metadata``; never its ``spec``)
-    creatable: bool
     parent_pointer: str
     pointer: str
+    #: keys of the parent and of the map in :attr:`_Template.made`
+    parent_key: tuple[str]
+    map_key: tuple[str, str]
 
 
 def _place(inj: Injectable) -> _Place | None:
@@ -46,7 +47,7 @@ def _place(inj: Injectable) -> _Place | None:
     steps = inj.in_template
     if len(steps) != 2 or inj.template_base != (0 if inj.is_map else 1):
         return None
-    return _Place(steps[0], steps[1], inj.is_map, pointer(steps[:1]), pointer(steps))
+    return _Place(steps[0], steps[1], pointer(steps[:1]), pointer(steps), (steps[0],), steps)
 
 
 _FOUND = {inj.key: _place(inj) for inj in INJECTABLES}
@@ -62,6 +63,9 @@ class _Layout:
     instance ids are (derived once per definition)."""
 
     components: tuple[tuple[Component, int, int | None], ...]
+    #: whether templates are apart by construction: one component, whose path is plain (each
+    #: location has one token per step, and no two are the same)
+    apart: bool
 
 
 def _layout(karta: Karta) -> _Layout | None:
@@ -91,7 +95,8 @@ def _layout_of(karta: Karta) -> _Layout | None:
         paths = requests.index[(c.exprs[Role.POD_TEMPLATE_SPEC], "paths")]
         ids = c.exprs.get(Role.INSTANCE_ID)
         out.append((c, paths, requests.index[(ids, "values")] if ids else None))
-    return _Layout(tuple(out))
+    plain = len(out) == 1 and requests.prepared.forms[out[0][1]][0] is not None
+    return _Layout(tuple(out), plain)
 
 
 class _Template:
@@ -108,35 +113,36 @@ class _Template:
         self.assigned: dict[tuple[str, ...], Any] = {}
         self.changes = 0
 
-    def put(
+    def put_key(
         self,
         place: _Place,
-        s: Setting,
+        key: str,
+        tail: str,
         value: str,
         overwrite: bool,
         unset: tuple[str, ...],
         ops: list[dict[str, Any]],
     ) -> bool:
-        """Set one value, adding to ``ops`` the op it needs if any; False when the general
-        path must judge (a value in the way that is not an object: nothing was added)."""
-        if s.key is None:
-            return self._put_field(place, value, overwrite, unset, ops)
-        key = s.key
-        box = self.made.get((place.parent, place.name))
-        if box is not None:  # a map an op of ours creates: the key goes into its value
-            if not _keep(box.get(key), value, overwrite, unset):
-                box[key] = value
+        """Set ``key`` of a map (``tail``: what it adds to the map's JSON Pointer), adding to
+        ``ops`` the op it needs if any; False when the general path must judge (a value in the
+        way that is not an object: nothing was added)."""
+        made = self.made
+        if made:
+            box = made.get(place.map_key)
+            if box is not None:  # a map an op of ours creates: the key goes into its value
+                if not _keep(box.get(key), value, overwrite, unset):
+                    box[key] = value
+                    self.changes += 1
+                return True
+            top = made.get(place.parent_key)
+            if top is not None:  # its parent is ours, without the map (else it would be made)
+                top[place.name] = made[place.map_key] = {key: value}
                 self.changes += 1
-            return True
-        top = self.made.get((place.parent,))
-        if top is not None:  # its parent is ours, and without the map (else it would be made)
-            top[place.name] = self.made[(place.parent, place.name)] = {key: value}
-            self.changes += 1
-            return True
+                return True
         parent = self.template.get(place.parent)
         if parent is None:  # no metadata: one op adds it with the map and the key
-            box = self.made[(place.parent, place.name)] = {key: value}
-            top = self.made[(place.parent,)] = {place.name: box}
+            box = made[place.map_key] = {key: value}
+            top = made[place.parent_key] = {place.name: box}
             self.changes += 1
             ops.append({"op": "add", "path": self.at + place.parent_pointer, "value": top})
             return True
@@ -144,7 +150,7 @@ class _Template:
             return False
         cur = parent.get(place.name)
         if cur is None:  # no map: one op adds it with the key
-            box = self.made[(place.parent, place.name)] = {key: value}
+            box = made[place.map_key] = {key: value}
             self.changes += 1
             ops.append({"op": "add", "path": self.at + place.pointer, "value": box})
             return True
@@ -155,10 +161,10 @@ class _Template:
             return True
         self.assigned[slot] = value
         self.changes += 1
-        ops.append({"op": "add", "path": self.at + place.pointer + s.tail, "value": value})
+        ops.append({"op": "add", "path": self.at + place.pointer + tail, "value": value})
         return True
 
-    def _put_field(
+    def put_field(
         self,
         place: _Place,
         value: str,
@@ -166,10 +172,11 @@ class _Template:
         unset: tuple[str, ...],
         ops: list[dict[str, Any]],
     ) -> bool:
+        """Set a single field (``schedulerName``), as :meth:`put_key` sets a key."""
         parent = self.template.get(place.parent)
         if not isinstance(parent, dict):  # no spec: the general path warns
             return False
-        slot = (place.parent, place.name)
+        slot = place.map_key
         if _keep(self.assigned.get(slot, parent.get(place.name)), value, overwrite, unset):
             return True
         self.assigned[slot] = value
@@ -199,8 +206,11 @@ def plan(karta: Karta, policy: Policy, obj: dict[str, Any], outcomes: list[Outco
     """The patch ``policy`` makes on ``obj``, from the outcomes of
     :func:`webhook.workload.mutation_requests`; None when the general path must plan it."""
     layout = _layout(karta)
-    if layout is None or PLACES is None or any(out.error for out in outcomes):
+    if layout is None or PLACES is None:
         return None
+    for out in outcomes:
+        if out.error:
+            return None
     found: list[tuple[str, str, Path_, dict[str, Any]]] = []
     for c, at_paths, at_ids in layout.components:
         items = outcomes[at_paths].items
@@ -210,12 +220,10 @@ def plan(karta: Karta, policy: Policy, obj: dict[str, Any], outcomes: list[Outco
         )
         if warnings:
             return None
-        found.extend(
-            (c.name, ids[i], loc, val)
-            for i, (loc, val) in enumerate(items)
-            if isinstance(val, dict)
-        )
-    if not found or not _apart([loc for _, _, loc, _ in found]):
+        for i, (loc, val) in enumerate(items):
+            if isinstance(val, dict):
+                found.append((c.name, ids[i], loc, val))
+    if not found or not (layout.apart or _apart([loc for _, _, loc, _ in found])):
         return None
     gvk, name, namespace = identity(karta, obj)
     w_values = (
@@ -246,7 +254,13 @@ def plan(karta: Karta, policy: Policy, obj: dict[str, Any], outcomes: list[Outco
                     value = s.constant if s.constant is not None else s.value(values)
                     if s.invalid if s.constant is not None else inj.check_value(value):
                         return None
-                    if not t.put(place, s, value, rule.overwrite, inj.unset, ops):
+                    if s.key is None:
+                        done = t.put_field(place, value, rule.overwrite, inj.unset, ops)
+                    else:
+                        done = t.put_key(
+                            place, s.key, s.tail, value, rule.overwrite, inj.unset, ops
+                        )
+                    if not done:
                         return None
     mutated = sum(1 for t in templates if t is not None and t.changes)
     return Plan(ops, [], mutated, len(matched), [])
