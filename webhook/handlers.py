@@ -36,9 +36,10 @@ _ROOT_KIND = "spec.structureDefinition.rootComponent.kind"
 _ROOT_VERSION = _ROOT_KIND + ".version"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Result:
-    """What a handler answered, and what the server counts and logs about it."""
+    """What a handler answered, and what the server counts and logs about it (not to be
+    changed once made; not frozen, as :class:`webhook.mutation.Plan`)."""
 
     response: Response
     kind: str  # the object's Kind, or "" when unknown
@@ -49,9 +50,10 @@ class Result:
     failure: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Mutation:
-    """One object planned: the patch and every warning."""
+    """One object planned: the patch and every warning (not to be changed once made; not
+    frozen, as :class:`webhook.mutation.Plan`)."""
 
     ops: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
@@ -95,7 +97,10 @@ def mutate(req: Request, registry: Registry, policy: Policy, engine: Engine) -> 
     resp = Response(uid=req.uid)
     gvk = req.object_kind
     kind = gvk.kind if gvk else ""
-    if req.operation not in ("CREATE", "UPDATE") or not isinstance(req.object, Mapping):
+    obj = req.object
+    if req.operation not in ("CREATE", "UPDATE") or not (
+        type(obj) is dict or isinstance(obj, Mapping)
+    ):
         return Result(resp, kind, "skipped")
     if is_karta_kind(gvk):
         ops, warnings = stamp_index_labels(req.object)
@@ -106,7 +111,7 @@ def mutate(req: Request, registry: Registry, policy: Policy, engine: Engine) -> 
     if karta is None or req.operation not in policy.operations:
         return Result(resp, kind, "skipped")
     try:
-        m = mutate_with(karta, policy, req.object, engine)
+        m = mutate_with(karta, policy, obj, engine)
     except Exception as e:  # a definition meeting an object it cannot read
         why = f"{type(e).__name__}: {e}"
         return _not_mutated(resp, req, karta, policy, "error", why)
@@ -116,7 +121,8 @@ def mutate(req: Request, registry: Registry, policy: Policy, engine: Engine) -> 
         if policy.failure_mode == "closed":
             return _not_mutated(resp, req, karta, policy, reason, why + more)
         resp.audit["mutation-failure"] = reason
-    resp.warnings.extend(f"karta-webhook: {w}" for w in m.warnings)
+    if m.warnings:
+        resp.warnings.extend(f"karta-webhook: {w}" for w in m.warnings)
     resp.patch = m.ops or None
     resp.audit["mutated-templates"] = str(m.templates_mutated)
     outcome = "patched" if m.ops else "unchanged"

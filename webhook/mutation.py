@@ -22,8 +22,11 @@ from webhook.workload import ComponentView, Instance, Workload
 EVALUATION, UNWRITABLE, INVALID_VALUE = "evaluation", "unwritable", "invalid_value"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Plan:
+    """A mutation's patch and what is to be said about it (not to be changed once made; not
+    frozen, as one is made on every request and frozen dataclasses are slow to build)."""
+
     ops: list[dict[str, Any]]
     warnings: list[str]
     templates_mutated: int
