@@ -96,3 +96,24 @@ def test_ids_from_nested_locations_tell_every_instance_apart() -> None:
     by_key["b"] = {"roles": {"x": {"template": tmpl}}}
     assert ids(by_key) == ["a-x", "a-y", "b-x"]
     assert ids([{"roles": [{"template": tmpl}]}, {"roles": [{"template": tmpl}]}]) == ["0", "1"]
+
+
+def test_ids_that_do_not_fit_are_taken_from_the_locations_with_a_warning_that_says_why() -> None:
+    obj = sample(*JOBSET_SAMPLE)
+    karta = REGISTRY.lookup(GVK.of(obj))
+    jobs = obj["spec"]["replicatedJobs"]
+    cases = [
+        ("", '""'),
+        (3, "a number"),
+        (None, "null"),
+        ({"a": "b"}, "an object"),
+    ]
+    for bad, said in cases:
+        jobs[1]["name"] = bad
+        w = resolve(karta, obj, ENGINE, full=False)
+        [rj] = [c for c in w.components if c.name == "replicatedjob"]
+        assert [i.id for i in rj.instances] == ["0", "1"]
+        assert w.warnings == (
+            f"component 'replicatedjob': instanceIdPath gave {said}, not a non-empty string; "
+            "ids taken from the locations",
+        )

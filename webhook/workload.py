@@ -52,6 +52,7 @@ from webhook.jqexpr import (
     prepare,
 )
 from webhook.locations import as_count, creatable, parent_object
+from webhook.reader import type_name
 from webhook.statusdef import UNDEFINED
 
 
@@ -617,11 +618,18 @@ def instance_ids(
         ids = out.items
         if out.error:
             warnings.append(f"component {c.name!r}: instanceIdPath: {out.error}")
-        elif len(ids) == n and all(isinstance(i, str) and i for i in ids):
+        elif len(ids) != n:
+            if n:
+                warnings.append(
+                    f"component {c.name!r}: instanceIdPath gave {len(ids)} id(s) for {n} location(s); ids taken from the locations"
+                )
+        elif all(isinstance(i, str) and i for i in ids):
             return list(ids)
-        elif n:
+        else:
+            bad = next(i for i in ids if not (isinstance(i, str) and i))
+            what = '""' if bad == "" else type_name(bad)
             warnings.append(
-                f"component {c.name!r}: instanceIdPath gave {len(ids)} id(s) for {n} location(s); ids taken from the locations"
+                f"component {c.name!r}: instanceIdPath gave {what}, not a non-empty string; ids taken from the locations"
             )
     if n <= 1:
         return [c.name] * n
