@@ -10,7 +10,7 @@ because it could not read it, so trouble becomes a warning on an allowed, unchan
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from webhook import definitions, jqexpr, stamp
@@ -22,7 +22,7 @@ from webhook.errors import FieldError
 from webhook.gvk import GVK
 from webhook.jqexpr import Engine
 from webhook.limits import EVAL_TIMEOUT
-from webhook.mutation import plan
+from webhook.mutation import Plan, plan
 from webhook.names import label_value_errors
 from webhook.policy import Policy
 from webhook.registry import Registry
@@ -50,18 +50,6 @@ class Result:
     failure: str | None = None
 
 
-@dataclass(slots=True)
-class Mutation:
-    """One object planned: the patch and every warning (not to be changed once made; not
-    frozen, as :class:`webhook.mutation.Plan`)."""
-
-    ops: list[dict[str, Any]]
-    warnings: list[str] = field(default_factory=list)
-    templates_mutated: int = 0
-    #: ``(reason, what)`` of every part of the policy that could not be applied
-    failures: list[tuple[str, str]] = field(default_factory=list)
-
-
 def nothing_found(w: Workload, karta: Karta) -> list[str]:
     """A warning when the definition found no pod template at all on this object (it may not
     fit the object). Absent optional parts (a PyTorchJob without a Master, the Milvus
@@ -73,21 +61,22 @@ def nothing_found(w: Workload, karta: Karta) -> list[str]:
     return [f"definition {karta.name!r} found no pod template on this object; nothing written"]
 
 
-def mutate_with(karta: Karta, policy: Policy, obj: Mapping[str, Any], engine: Engine) -> Mutation:
-    """Plan the patch of one object under its definition: from its outcomes straight away when
-    :func:`webhook.stamp.plan` can, else by resolving the workload from the same outcomes."""
+def mutate_with(karta: Karta, policy: Policy, obj: Mapping[str, Any], engine: Engine) -> Plan:
+    """Plan the patch of one object under its definition, with every warning: from its
+    outcomes straight away when :func:`webhook.stamp.plan` can, else by resolving the workload
+    from the same outcomes."""
     outcomes = engine.evaluate(mutation_requests(karta).prepared, obj)
-    if isinstance(obj, dict) and (fast := stamp.plan(karta, policy, obj, outcomes)) is not None:
-        return Mutation(fast.ops, [], fast.templates_mutated)
+    if type(obj) is dict and (fast := stamp.plan(karta, policy, obj, outcomes)) is not None:
+        return fast
     workload = resolve(karta, obj, engine, full=False, evaluated=outcomes)
     result = plan(workload, policy, obj)
-    warnings = [*workload.warnings, *nothing_found(workload, karta), *result.warnings]
-    return Mutation(result.ops, warnings, result.templates_mutated, result.failures)
+    result.warnings[:0] = [*workload.warnings, *nothing_found(workload, karta)]
+    return result
 
 
 def mutate_object(
     registry: Registry, policy: Policy, obj: Mapping[str, Any], engine: Engine
-) -> Mutation | None:
+) -> Plan | None:
     """Resolve and plan one object; None when its kind has no definition."""
     karta = registry.lookup(GVK.of(obj))
     return mutate_with(karta, policy, obj, engine) if karta is not None else None
