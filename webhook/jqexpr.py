@@ -225,7 +225,7 @@ def _native(
         return Outcome([], f"more than {MAX_RESULTS} results")
     if mode == "values":
         return Outcome([v for _, v in pairs])
-    return Outcome(list(pairs))  # walk's paths are tuples already
+    return Outcome(pairs)  # a list of its own; the walks' paths are tuples already
 
 
 def _positive(obj: Any, path: tuple[PathToken, ...]) -> tuple[PathToken, ...]:

@@ -230,24 +230,21 @@ def plan(karta: Karta, policy: Policy, obj: dict[str, Any], outcomes: list[Outco
         variables(name, namespace, gvk.kind) if any(r.variable for r in policy.rules) else None
     )
     ops: list[dict[str, Any]] = []
-    templates: list[_Template | None] = [None] * len(found)
-    matched: set[int] = set()
+    templates: list[_Template | None] = [None] * len(found)  # those a rule matched
     for rule in policy.rules:
         if not rule.match.workload(gvk, namespace):
             continue
         narrowed = bool(rule.match.components or rule.match.instances)
+        values = w_values if rule.variable else None  # the instance's set in place, below
         for n, (component, iid, loc, val) in enumerate(found):
             if narrowed and not rule.match.instance(component, iid):
                 continue
-            matched.add(n)
             t = templates[n]
             if t is None:
                 t = templates[n] = _Template(pointer(loc), val)
-            values = (
-                {**w_values, "component": component, "instance": iid}
-                if rule.variable and w_values
-                else None
-            )
+            if values is not None:
+                values["component"] = component
+                values["instance"] = iid
             for inj, settings in rule.settings:
                 place = PLACES[inj.key]
                 for s in settings:
@@ -262,5 +259,9 @@ def plan(karta: Karta, policy: Policy, obj: dict[str, Any], outcomes: list[Outco
                         )
                     if not done:
                         return None
-    mutated = sum(1 for t in templates if t is not None and t.changes)
-    return Plan(ops, [], mutated, len(matched), [])
+    matched = mutated = 0
+    for t in templates:
+        if t is not None:
+            matched += 1
+            mutated += t.changes > 0
+    return Plan(ops, [], mutated, matched, [])
