@@ -256,3 +256,21 @@ def test_the_master_freezes_its_heap_before_each_fork(tmp_path: Any, monkeypatch
         assert kept
     finally:
         gc.unfreeze()
+
+
+def test_kinds_are_parsed_once_and_the_kept_ones_are_bounded() -> None:
+    from webhook import gvk as gvk_module
+    from webhook.limits import GVK_CACHE_ENTRIES, GVK_CACHE_TEXT
+
+    obj = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet"}
+    assert GVK.of(obj) is GVK.of(dict(obj)) == GVK("jobset.x-k8s.io", "v1alpha2", "JobSet")
+    before = gvk_module._parsed.cache_info().currsize
+    huge = {"apiVersion": "g" * GVK_CACHE_TEXT + "/v1", "kind": "K"}
+    assert GVK.of(huge) == GVK("g" * GVK_CACHE_TEXT, "v1", "K")  # parsed all the same
+    assert gvk_module._parsed.cache_info().currsize == before  # and not kept
+    for i in range(GVK_CACHE_ENTRIES + 50):
+        assert (
+            GVK.of({"apiVersion": f"g{i}.example.com/v1", "kind": "K"}).group == f"g{i}.example.com"
+        )
+    assert gvk_module._parsed.cache_info().currsize <= GVK_CACHE_ENTRIES
+    assert GVK.of({"apiVersion": "v1", "kind": "Pod"}) == GVK("", "v1", "Pod")

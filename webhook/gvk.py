@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from webhook.limits import GVK_CACHE_ENTRIES, GVK_CACHE_TEXT
+
 
 class GVKLike(Protocol):
     """Anything with a group, a version and a kind (a :class:`GVK`, a definition's kind)."""
@@ -39,15 +41,18 @@ class GVK:
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         if not isinstance(api_version, str) or not isinstance(kind, str) or not kind:
             return None
+        if len(api_version) + len(kind) > GVK_CACHE_TEXT:
+            return _parse(api_version, kind)
         return _parsed(api_version, kind)
 
     def __str__(self) -> str:
         return f"{self.group}/{self.version} {self.kind}"
 
 
-@functools.lru_cache(maxsize=512)
-def _parsed(api_version: str, kind: str) -> GVK:
-    """The GVK of an ``apiVersion`` and ``kind`` (every request asks, for a few kinds: the
-    answers are kept, a bounded number of them)."""
+def _parse(api_version: str, kind: str) -> GVK:
     group, _, version = api_version.rpartition("/")
     return GVK(group, version, kind)
+
+
+#: every request asks, for a few kinds: the answers are kept (bounded in number and size)
+_parsed = functools.lru_cache(maxsize=GVK_CACHE_ENTRIES)(_parse)

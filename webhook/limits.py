@@ -85,6 +85,12 @@ PLAIN_CACHE_BYTES: Final = 1024 * 1024
 #: Escaped JSON Pointer keys kept, in bytes; longer keys are escaped every time.
 POINTER_CACHE_BYTES: Final = 1024 * 1024
 POINTER_CACHE_KEY: Final = 256
+#: Kinds kept parsed (``apiVersion`` and ``kind`` of the objects reviewed), and the longest
+#: ``apiVersion`` + ``kind`` kept, in characters: a valid one (a DNS subdomain, a version, a
+#: kind name) is far shorter; longer ones, which only an attacker sends, are parsed each time,
+#: so the cache holds at most about 200 KB.
+GVK_CACHE_ENTRIES: Final = 512
+GVK_CACHE_TEXT: Final = 400
 
 # --------------------------------------------------------------------------- documents
 
