@@ -69,13 +69,7 @@ class _Layout:
 
 
 def _layout(karta: Karta) -> _Layout | None:
-    known: _Layout | None = karta.root.derived.get("stamp", _UNKNOWN)
-    if known is _UNKNOWN:
-        known = karta.root.derived["stamp"] = _layout_of(karta)
-    return known
-
-
-_UNKNOWN: Any = object()
+    return karta.root.derive("stamp", _layout_of, karta)
 
 
 def _layout_of(karta: Karta) -> _Layout | None:

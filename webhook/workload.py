@@ -136,12 +136,11 @@ class _Requests:
 
 def _wanted(c: Component, need: Need, root: bool) -> list[tuple[Role, str, Mode]]:
     """The component's fields that resolution at ``need`` evaluates: those of the spec pattern
-    it follows, its instance ids and scale, and (the root's only) its status. Derived once per
-    component (definitions are immutable; this is on every request's path)."""
-    key = ("wanted", need, root)
-    known: list[tuple[Role, str, Mode]] | None = c.derived.get(key)
-    if known is not None:
-        return known
+    it follows, its instance ids and scale, and (the root's only) its status (derived once)."""
+    return c.derive(("wanted", need, root), _wanted_fields, c, need, root)
+
+
+def _wanted_fields(c: Component, need: Need, root: bool) -> list[tuple[Role, str, Mode]]:
     out = []
     for f in COMPONENT_FIELDS:
         expr = c.exprs.get(f.role)
@@ -150,15 +149,14 @@ def _wanted(c: Component, need: Need, root: bool) -> list[tuple[Role, str, Mode]
         if f.pattern is not None and f.pattern != c.pattern:
             continue
         out.append((f.role, expr, f.mode))
-    c.derived[key] = out
     return out
 
 
 def _requests(karta: Karta, need: Need, full: bool) -> _Requests:
-    key = ("requests", need, full)
-    known: _Requests | None = karta.root.derived.get(key)
-    if known is not None:
-        return known
+    return karta.root.derive(("requests", need, full), _requests_of, karta, need, full)
+
+
+def _requests_of(karta: Karta, need: Need, full: bool) -> _Requests:
     now: list[tuple[str, Mode]] = []
     later: list[tuple[str, Mode]] = []
     for c in karta.components:
@@ -173,9 +171,7 @@ def _requests(karta: Karta, need: Need, full: bool) -> _Requests:
             )
     index = _positions(now)
     later_index = _positions(r for r in later if r not in index)
-    known = _Requests(prepare(list(index)), index, prepare(list(later_index)), later_index)
-    karta.root.derived[key] = known
-    return known
+    return _Requests(prepare(list(index)), index, prepare(list(later_index)), later_index)
 
 
 def _positions(requests: Iterable[tuple[str, Mode]]) -> dict[tuple[str, Mode], int]:
@@ -401,15 +397,9 @@ class _Shared:
     fields: tuple[tuple[str, tuple[str, ...], str], ...]
 
 
-_UNKNOWN: Any = object()
-
-
 def _shared(c: Component) -> _Shared | None:
     """The component's write fields as keys of one parent object, or None (derived once)."""
-    shared: _Shared | None = c.derived.get("shared", _UNKNOWN)
-    if shared is _UNKNOWN:
-        shared = c.derived["shared"] = _shared_parent(c)
-    return shared
+    return c.derive("shared", _shared_parent, c)
 
 
 def _shared_parent(c: Component) -> _Shared | None:
@@ -514,16 +504,17 @@ class _Fragments:
 
 
 def _fragments(c: Component) -> _Fragments:
-    known: _Fragments | None = c.derived.get("fragments")
-    if known is None:
-        known = c.derived["fragments"] = _Fragments(
-            tuple(
-                (i.key, c.exprs.get(i.fragment), f"fragmentedPodSpecDefinition.{i.fragment.value}")
-                for i in INJECTABLES
-            ),
-            tuple(c.exprs.get(role) for role in GPU_FRAGMENTS),
-        )
-    return known
+    return c.derive("fragments", _fragments_of, c)
+
+
+def _fragments_of(c: Component) -> _Fragments:
+    return _Fragments(
+        tuple(
+            (i.key, c.exprs.get(i.fragment), f"fragmentedPodSpecDefinition.{i.fragment.value}")
+            for i in INJECTABLES
+        ),
+        tuple(c.exprs.get(role) for role in GPU_FRAGMENTS),
+    )
 
 
 def _fragment_rows(
