@@ -92,7 +92,7 @@ def mutate(req: Request, registry: Registry, policy: Policy, engine: Engine) -> 
     ):
         return Result(resp, kind, "skipped")
     if is_karta_kind(gvk):
-        ops, warnings = stamp_index_labels(req.object)
+        ops, warnings = stamp_index_labels(obj)
         resp.patch = ops or None
         resp.warnings.extend(f"karta-webhook: {w}" for w in warnings)
         return Result(resp, kind, "patched" if ops else "unchanged", len(ops))

@@ -36,9 +36,10 @@ class _Place(NamedTuple):
     name: str
     parent_pointer: str
     pointer: str
-    #: keys of the parent and of the map in :attr:`_Template.made`
-    parent_key: tuple[str]
-    map_key: tuple[str, str]
+    #: the parent's steps and the place's own below the template, as keys of what a template
+    #: records (:attr:`_Template.made`, :attr:`_Template.assigned`)
+    parent_steps: tuple[str]
+    steps: tuple[str, str]
 
 
 def _place(inj: Injectable) -> _Place | None:
@@ -122,21 +123,21 @@ class _Template:
         way that is not an object: nothing was added)."""
         made = self.made
         if made:
-            box = made.get(place.map_key)
+            box = made.get(place.steps)
             if box is not None:  # a map an op of ours creates: the key goes into its value
                 if not _keep(box.get(key), value, overwrite, unset):
                     box[key] = value
                     self.changes += 1
                 return True
-            top = made.get(place.parent_key)
+            top = made.get(place.parent_steps)
             if top is not None:  # its parent is ours, without the map (else it would be made)
-                top[place.name] = made[place.map_key] = {key: value}
+                top[place.name] = made[place.steps] = {key: value}
                 self.changes += 1
                 return True
         parent = self.template.get(place.parent)
         if parent is None:  # no metadata: one op adds it with the map and the key
-            box = made[place.map_key] = {key: value}
-            top = made[place.parent_key] = {place.name: box}
+            box = made[place.steps] = {key: value}
+            top = made[place.parent_steps] = {place.name: box}
             self.changes += 1
             ops.append({"op": "add", "path": self.at + place.parent_pointer, "value": top})
             return True
@@ -144,7 +145,7 @@ class _Template:
             return False
         cur = parent.get(place.name)
         if cur is None:  # no map: one op adds it with the key
-            box = made[place.map_key] = {key: value}
+            box = made[place.steps] = {key: value}
             self.changes += 1
             ops.append({"op": "add", "path": self.at + place.pointer, "value": box})
             return True
@@ -170,7 +171,7 @@ class _Template:
         parent = self.template.get(place.parent)
         if not isinstance(parent, dict):  # no spec: the general path warns
             return False
-        slot = place.map_key
+        slot = place.steps
         if _keep(self.assigned.get(slot, parent.get(place.name)), value, overwrite, unset):
             return True
         self.assigned[slot] = value
