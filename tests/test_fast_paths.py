@@ -16,12 +16,14 @@ from __future__ import annotations
 import copy
 import gc
 import re
+import time
 from typing import Any
 
 import pytest
 from helpers import ENGINE, REGISTRY, SAMPLES, policy
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prometheus_client import REGISTRY as METRICS
 
 from webhook import jqexpr, jqpath, metrics, workload
 from webhook.documents import read_documents
@@ -204,6 +206,63 @@ def test_metric_children_are_looked_up_once() -> None:
     assert (
         metrics.REQUESTS.labels("mutate", "JobSet", "CREATE", "patched")._value.get() == before + 1
     )
+
+
+def _sample(name: str, **labels: str) -> float:
+    return METRICS.get_sample_value(name, labels) or 0.0
+
+
+def test_admissions_are_counted_when_flushed_in_sums() -> None:
+    kind = "FlushKind"  # a kind no other test counts
+    req = {"webhook": "mutate", "kind": kind, "operation": "CREATE"}
+    metrics.flush()
+    before = _sample("karta_webhook_request_duration_seconds_count", webhook="mutate")
+    metrics.count_admission("mutate", kind, "CREATE", "patched", 0.002, 6)
+    metrics.count_admission("mutate", kind, "CREATE", "patched", 0.003, 4)
+    metrics.count_admission("mutate", kind, "CREATE", "error", 0.001, 0, "error")
+    assert _sample("karta_webhook_requests_total", outcome="patched", **req) == 0  # queued
+    metrics.flush()
+    assert _sample("karta_webhook_requests_total", outcome="patched", **req) == 2
+    assert _sample("karta_webhook_requests_total", outcome="error", **req) == 1
+    assert _sample("karta_webhook_patch_operations_total", kind=kind) == 10
+    assert _sample("karta_webhook_mutation_failures_total", kind=kind, reason="error") == 1
+    after = _sample("karta_webhook_request_duration_seconds_count", webhook="mutate")
+    assert after == before + 3
+    metrics.flush()  # nothing is written twice
+    assert _sample("karta_webhook_requests_total", outcome="patched", **req) == 2
+
+
+def test_the_admission_queue_is_bounded_without_a_flusher() -> None:
+    kind = "BoundKind"
+    n = metrics.FLUSH_AT * 2 + 7
+    for _ in range(n):
+        metrics.count_admission("mutate", kind, "CREATE", "skipped", 0.0)
+        assert len(metrics._queued) <= metrics.FLUSH_AT
+    metrics.flush()
+    counted = _sample(
+        "karta_webhook_requests_total",
+        webhook="mutate",
+        kind=kind,
+        operation="CREATE",
+        outcome="skipped",
+    )
+    assert counted == n
+
+
+def test_a_flushing_thread_writes_what_requests_queue() -> None:
+    kind = "ThreadKind"
+    labels = {"webhook": "mutate", "kind": kind, "operation": "CREATE", "outcome": "patched"}
+    stop = metrics.start_flushing(every=0.01)
+    try:
+        metrics.count_admission("mutate", kind, "CREATE", "patched", 0.001, 2)
+        deadline = time.monotonic() + 5
+        # read without flushing here: only the thread writes
+        while METRICS.get_sample_value("karta_webhook_requests_total", labels) is None:
+            assert time.monotonic() < deadline, "the flushing thread wrote nothing"
+            time.sleep(0.01)
+    finally:
+        stop.set()
+    assert METRICS.get_sample_value("karta_webhook_requests_total", labels) == 1
 
 
 @pytest.mark.parametrize(("name", "obj"), SAMPLE_OBJECTS, ids=[n for n, _ in SAMPLE_OBJECTS])

@@ -28,7 +28,7 @@ from helpers import (
 )
 from prometheus_client import REGISTRY as METRICS
 
-from webhook import admission, handlers, jsontext, server
+from webhook import admission, handlers, jsontext, metrics, server
 from webhook.cli import EXIT_FINDING, EXIT_INPUT, main
 from webhook.definitions import load_definition
 from webhook.errors import DefinitionError
@@ -129,6 +129,7 @@ def _crafted_batch() -> dict[str, Any]:
 
 def _failures(kind: str, reason: str) -> float:
     labels = {"kind": kind, "reason": reason}
+    metrics.flush()
     return METRICS.get_sample_value("karta_webhook_mutation_failures_total", labels) or 0.0
 
 

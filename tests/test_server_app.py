@@ -28,7 +28,7 @@ from helpers import (
 )
 from prometheus_client import REGISTRY
 
-from webhook import handlers, limits, logs, server
+from webhook import handlers, limits, logs, metrics, server
 from webhook.registry import FileReloader, State
 
 
@@ -62,6 +62,7 @@ def answer(resp) -> dict[str, Any]:
 
 
 def metric(name: str, **labels: str) -> float:
+    metrics.flush()  # what requests counted is queued until written (as /metrics does)
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
 

@@ -17,6 +17,8 @@ Label values are bounded: ``kind`` is a Kind the registry knows (or ``Karta``), 
 from __future__ import annotations
 
 import os
+import threading
+from collections import deque
 from typing import Any
 
 from prometheus_client import (
@@ -39,9 +41,12 @@ __all__ = [
     "PATCH_OPS",
     "REQUESTS",
     "child",
+    "count_admission",
+    "flush",
     "mark_process_dead",
     "multiprocess_dir",
     "render",
+    "start_flushing",
 ]
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -99,12 +104,90 @@ def child(metric: Counter | Histogram, *labels: str) -> Any:
     return found
 
 
+#: Seconds between the writes of queued admissions (see :func:`count_admission`) in a worker.
+FLUSH_EVERY = 0.5
+#: Queued admissions past which the request path writes them itself: the queue is bounded
+#: even when nothing else flushes it (the CLI, tests, a stalled flusher).
+FLUSH_AT = 4096
+
+#: (webhook, kind, operation, outcome, seconds, patch ops, failure reason or None)
+Admission = tuple[str, str, str, str, float, int, str | None]
+_queued: deque[Admission] = deque()
+
+
+def count_admission(
+    webhook: str,
+    kind: str,
+    operation: str,
+    outcome: str,
+    seconds: float,
+    ops: int = 0,
+    failure: str | None = None,
+) -> None:
+    """Count one answered admission request in :data:`REQUESTS`, :data:`DURATION`,
+    :data:`PATCH_OPS` and :data:`MUTATION_FAILURES`.
+
+    The request only queues it: updating four metrics in multiprocess mode takes a lock and a
+    write to a shared file each, the largest cost on the path of a request after its own work.
+    :func:`flush` writes what is queued, in one go; it runs in each worker every
+    :data:`FLUSH_EVERY` seconds (:func:`start_flushing`), when the worker exits, before this
+    process renders ``/metrics``, and here when more than :data:`FLUSH_AT` are queued. So a
+    scrape can miss at most the last :data:`FLUSH_EVERY` seconds of another worker's requests,
+    which the next scrape has."""
+    _queued.append((webhook, kind, operation, outcome, seconds, ops, failure))
+    if len(_queued) > FLUSH_AT:
+        flush()
+
+
+def flush() -> None:
+    """Write the queued admissions to the metrics (safe from any thread: each is taken off
+    the queue once)."""
+    take = _queued.popleft
+    counts: dict[tuple[str, ...], int] = {}
+    ops_by_kind: dict[str, int] = {}
+    failures: dict[tuple[str, str], int] = {}
+    while True:
+        try:
+            webhook, kind, operation, outcome, seconds, ops, failure = take()
+        except IndexError:
+            break
+        key = (webhook, kind, operation, outcome)
+        counts[key] = counts.get(key, 0) + 1
+        child(DURATION, webhook).observe(seconds)
+        if ops:
+            ops_by_kind[kind] = ops_by_kind.get(kind, 0) + ops
+        if failure:
+            failures[(kind, failure)] = failures.get((kind, failure), 0) + 1
+    for labels, n in counts.items():
+        child(REQUESTS, *labels).inc(n)
+    for kind, n in ops_by_kind.items():
+        child(PATCH_OPS, kind).inc(n)
+    for labels, n in failures.items():
+        child(MUTATION_FAILURES, *labels).inc(n)
+
+
+def start_flushing(every: float = FLUSH_EVERY) -> threading.Event:
+    """Flush from a daemon thread every ``every`` seconds until the returned event is set
+    (then once more). One per worker process, after the fork (threads do not survive one)."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(every):
+            flush()
+        flush()
+
+    threading.Thread(target=loop, name="karta-metrics-flush", daemon=True).start()
+    return stop
+
+
 def multiprocess_dir() -> str | None:
     return os.environ.get(ENV) or None
 
 
 def render() -> tuple[bytes, str]:
-    """The text exposition of every metric, summed over worker processes when there are any."""
+    """The text exposition of every metric, summed over worker processes when there are any
+    (with what this process has queued written first)."""
+    flush()
     if multiprocess_dir():
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]

@@ -353,8 +353,7 @@ def admit(state: State, webhook: str, handle: Handler, body: bytes) -> tuple[int
     try:
         req = admission.decode(body)
     except admission.BadReview as e:
-        metrics.REQUESTS.labels(webhook, "", "", "bad_request").inc()
-        metrics.DURATION.labels(webhook).observe(time.perf_counter() - start)
+        metrics.count_admission(webhook, "", "", "bad_request", time.perf_counter() - start)
         admission_log.warning(
             "bad admission request",
             extra={"fields": {"webhook": webhook, "outcome": "bad_request", "reason": str(e)}},
@@ -386,12 +385,7 @@ def admit(state: State, webhook: str, handle: Handler, body: bytes) -> tuple[int
         failure = "error" if webhook == "mutate" else None
     out = admission.encode(resp)
     elapsed = time.perf_counter() - start
-    metrics.child(metrics.REQUESTS, webhook, kind, req.operation, outcome).inc()
-    metrics.child(metrics.DURATION, webhook).observe(elapsed)
-    if ops:
-        metrics.child(metrics.PATCH_OPS, kind).inc(ops)
-    if failure:
-        metrics.child(metrics.MUTATION_FAILURES, kind, failure).inc()
+    metrics.count_admission(webhook, kind, req.operation, outcome, elapsed, ops, failure)
     admission_log.info(
         "admission",
         extra={

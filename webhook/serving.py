@@ -187,6 +187,7 @@ def run(
         return cert.context()
 
     def post_fork(server: Any, worker: Any) -> None:
+        metrics.start_flushing()
         try:
             hooks.engine.warm()
             hooks.validate_engine.warm()
@@ -199,6 +200,9 @@ def run(
                 start(state, hooks.validate_engine)
             except Exception:  # logged; /readyz tells whether what it should do got done
                 log.exception("worker start hook failed", extra={"fields": {"hook": repr(start)}})
+
+    def worker_exit(server: Any, worker: Any) -> None:
+        metrics.flush()  # in the worker, as it leaves: what it counted since the last flush
 
     def child_exit(server: Any, worker: Any) -> None:
         metrics.mark_process_dead(worker.pid)
@@ -234,6 +238,7 @@ def run(
         "preload_app": True,
         "pre_fork": freeze_heap,
         "post_fork": post_fork,
+        "worker_exit": worker_exit,
         "child_exit": child_exit,
         "when_ready": when_ready,
         "accesslog": None,

@@ -44,6 +44,7 @@ from running import (
     start,
 )
 
+from webhook import metrics
 from webhook.certs import cert_fingerprint, write_certs
 
 
@@ -205,19 +206,31 @@ def _sample(text: str, name: str, **labels: str) -> float:
     return total
 
 
-def test_metrics_count_the_requests(srv: Server) -> None:
-    status, body = srv.request("GET", "/metrics")
-    assert status == 200
-    text = body.decode()
+def _counted(text: str) -> bool:
     req = "karta_webhook_requests_total"
-    assert _sample(text, req, webhook="mutate", kind="JobSet", outcome="patched") >= 3
-    assert _sample(text, req, webhook="mutate", kind="JobSet", outcome="unchanged") >= 1
-    assert _sample(text, req, webhook="mutate", outcome="bad_request") >= 1
-    assert _sample(text, req, webhook="validate", kind="Karta", outcome="denied") >= 2
-    assert _sample(text, req, webhook="validate", kind="Karta", outcome="allowed") >= 1
-    assert _sample(text, "karta_webhook_patch_operations_total", kind="JobSet") > 0
-    assert _sample(text, "karta_webhook_request_duration_seconds_count", webhook="mutate") >= 5
-    assert _sample(text, "karta_webhook_definitions_loaded") >= 20
+    return (
+        _sample(text, req, webhook="mutate", kind="JobSet", outcome="patched") >= 3
+        and _sample(text, req, webhook="mutate", kind="JobSet", outcome="unchanged") >= 1
+        and _sample(text, req, webhook="mutate", outcome="bad_request") >= 1
+        and _sample(text, req, webhook="validate", kind="Karta", outcome="denied") >= 2
+        and _sample(text, req, webhook="validate", kind="Karta", outcome="allowed") >= 1
+        and _sample(text, "karta_webhook_patch_operations_total", kind="JobSet") > 0
+        and _sample(text, "karta_webhook_request_duration_seconds_count", webhook="mutate") >= 5
+        and _sample(text, "karta_webhook_definitions_loaded") >= 20
+    )
+
+
+def test_metrics_count_the_requests(srv: Server) -> None:
+    # Workers write what they counted every FLUSH_EVERY seconds: a scrape answered by one
+    # worker has the other's requests by then.
+    deadline = time.monotonic() + 10 * metrics.FLUSH_EVERY
+    while True:
+        status, body = srv.request("GET", "/metrics")
+        assert status == 200
+        if _counted(body.decode()) or time.monotonic() > deadline:
+            break
+        time.sleep(metrics.FLUSH_EVERY / 5)
+    assert _counted(body.decode()), body.decode()
 
 
 def test_one_json_log_line_per_admission(srv: Server) -> None:
