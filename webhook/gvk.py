@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from webhook.limits import GVK_CACHE_ENTRIES, GVK_CACHE_TEXT
 
@@ -21,9 +20,10 @@ class GVKLike(Protocol):
     def kind(self) -> str: ...
 
 
-@dataclass(frozen=True, order=True)
-class GVK:
-    """A group/version/kind; the core group is the empty string."""
+class GVK(NamedTuple):
+    """A group/version/kind; the core group is the empty string. A named tuple: every request
+    hashes one to look up its definition, and a tuple's hash and equality are the
+    interpreter's own, not Python methods."""
 
     group: str
     version: str
