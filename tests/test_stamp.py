@@ -115,7 +115,10 @@ def _both(karta: Karta, obj: dict[str, Any], pol: Policy) -> tuple[Plan | None, 
     """The fast lane's plan, the general path's, and whether the general path said anything
     (a warning or a failure), all from one evaluation."""
     outcomes = ENGINE.evaluate(mutation_requests(karta).prepared, obj)
-    fast = stamp.plan(karta, pol, obj, outcomes)
+    lane = stamp.lane(karta)
+    if lane is not None:
+        assert lane.prepared is mutation_requests(karta).prepared  # what the handler evaluates
+    fast = stamp.plan(karta, lane, pol, obj, outcomes) if lane is not None else None
     w = resolve(karta, obj, ENGINE, full=False, evaluated=outcomes)
     assert w == resolve(karta, obj, ENGINE, full=False)  # the outcomes handed over are right
     general = plan(w, pol, obj)
@@ -132,7 +135,7 @@ def _check(karta: Karta, obj: dict[str, Any], pol: Policy, *, apart: bool = True
     if fast is not None:
         assert not said
         assert fast == general
-    elif stamp._layout(karta) is not None and apart:
+    elif stamp.lane(karta) is not None and apart:
         # declined: only with a reason the general path shows
         assert said or _templates(obj, karta) == 0
     return fast
@@ -198,7 +201,7 @@ def test_templates_at_every_edge_plan_the_same_in_the_fast_lane(
 def test_the_fast_lane_is_taken_for_every_definition_of_whole_templates() -> None:
     """Every bundled definition whose components keep whole pod templates gets the fast lane
     on at least one sample, and at least the kinds the issue names are among them."""
-    eligible = {k.name for k in REGISTRY.definitions() if stamp._layout(k) is not None}
+    eligible = {k.name for k in REGISTRY.definitions() if stamp.lane(k) is not None}
     taken = set()
     for _, obj in SAMPLE_OBJECTS:
         karta = _karta(obj)
@@ -213,14 +216,14 @@ def test_the_fast_lane_is_taken_for_every_definition_of_whole_templates() -> Non
 
 def test_definitions_with_other_shapes_take_the_general_path() -> None:
     milvus = next(k for k in REGISTRY.definitions() if k.gvk and k.gvk.kind == "Milvus")
-    assert stamp._layout(milvus) is None  # fragments
+    assert stamp.lane(milvus) is None  # fragments
     doc = load(JOBSET_KARTA)
     child = doc["spec"]["structureDefinition"]["childComponents"][0]
     child["specDefinition"] = {
         "podSpecPath": ".spec.replicatedJobs[].template.spec.template.spec",
         "metadataPath": ".spec.replicatedJobs[].template.spec.template.metadata",
     }
-    assert stamp._layout(definitions.parse(doc)) is None  # a pod spec and its metadata
+    assert stamp.lane(definitions.parse(doc)) is None  # a pod spec and its metadata
 
 
 def test_the_handler_answers_from_the_fast_lane_as_from_the_general_path(
@@ -266,7 +269,7 @@ def test_templates_that_overlap_take_the_general_path(paths: tuple[str, ...]) ->
     obj = load(JOBSET)
     obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"] = {}
     karta = _jobset_karta(*paths)
-    assert stamp._layout(karta) is not None
+    assert stamp.lane(karta) is not None
     for pol in POLICIES.values():
         assert _check(karta, obj, pol, apart=False) is None
 

@@ -7,8 +7,8 @@ bytes. The body is parsed exactly once; the object is handed on as parsed, never
 
 from __future__ import annotations
 
-import base64
 import functools
+from binascii import b2a_base64  # what base64.b64encode calls, without its frame
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -136,7 +136,7 @@ def encode(resp: Response) -> bytes:
     body: dict[str, Any] = {"uid": resp.uid, "allowed": resp.allowed}
     if resp.patch:
         body["patchType"] = "JSONPatch"
-        body["patch"] = base64.b64encode(_dumps(resp.patch)).decode()
+        body["patch"] = b2a_base64(_dumps(resp.patch), newline=False).decode()
     if resp.warnings:
         body["warnings"] = [_warning(w) for w in resp.warnings]
     if resp.audit:

@@ -179,11 +179,7 @@ def plan(w: Workload, policy: Policy, obj: Mapping[str, Any]) -> Plan:
     failures: list[tuple[str, str]] = []
     mutated: set[int] = set()
     matched: set[int] = set()
-    w_values = (
-        variables(w.name, w.namespace, w.gvk.kind)
-        if any(rule.variable for rule in policy.rules)
-        else {}
-    )
+    w_values = variables(w.name, w.namespace, w.gvk.kind) if policy.variable else {}
     for rule in policy.rules:
         if not rule.match.workload(w.gvk, w.namespace):
             continue

@@ -87,7 +87,10 @@ def _pieces(template: str) -> tuple[tuple[str, str | None], ...]:
 
 
 def _join(pieces: tuple[tuple[str, str | None], ...], values: Mapping[str, str]) -> str:
-    return "".join(text + values[var] if var else text for text, var in pieces)
+    out = ""
+    for text, var in pieces:  # a few pieces: concatenation is the cheapest way
+        out += text + values[var] if var else text
+    return out
 
 
 # --------------------------------------------------------------------------- model
@@ -189,6 +192,11 @@ class Policy:
     operations: tuple[str, ...] = ("CREATE",)
     #: see :data:`FAILURE_MODES`
     failure_mode: str = "open"
+    #: whether any rule's values need the workload's variables (derived from ``rules``)
+    variable: bool = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "variable", any(rule.variable for rule in self.rules))
 
     @property
     def empty(self) -> bool:

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 from webhook.definitions import Component, Karta
 from webhook.fields import INJECTABLES, TEMPLATE, Injectable, Role
-from webhook.jqexpr import Outcome, Path_, pointer
+from webhook.jqexpr import Outcome, Path_, Prepared, pointer
 from webhook.mutation import Plan, variables
 from webhook.policy import Policy
 from webhook.workload import identity, instance_ids, mutation_requests
@@ -67,9 +67,13 @@ class _Layout:
     #: whether templates are apart by construction: one component, whose path is plain (each
     #: location has one token per step, and no two are the same)
     apart: bool
+    #: what a mutation evaluates (:func:`webhook.workload.mutation_requests`), for the caller
+    prepared: Prepared
 
 
-def _layout(karta: Karta) -> _Layout | None:
+def lane(karta: Karta) -> _Layout | None:
+    """The definition's layout when this path may plan its objects (then evaluate its
+    ``prepared`` and hand the outcomes to :func:`plan`), else None."""
     return karta.root.derive("stamp", _layout_of, karta)
 
 
@@ -91,13 +95,15 @@ def _layout_of(karta: Karta) -> _Layout | None:
         ids = c.exprs.get(Role.INSTANCE_ID)
         out.append((c, paths, requests.index[(ids, "values")] if ids else None))
     plain = len(out) == 1 and requests.prepared.forms[out[0][1]][0] is not None
-    return _Layout(tuple(out), plain)
+    return _Layout(tuple(out), plain, requests.prepared)
 
 
 class _Template:
     """One template and what the policy did to it so far: the objects our ops create (keys
     set in them later go into the op's value, as in :class:`webhook.mutation._Patch`) and the
-    values set on objects the template already had."""
+    values set on objects the template already had. What is there stays unless it is absent,
+    or differs and the rule overwrites or it is a value that counts as unset (the rule of
+    :meth:`webhook.mutation._Patch.set`)."""
 
     __slots__ = ("assigned", "at", "changes", "made", "template")
 
@@ -125,7 +131,8 @@ class _Template:
         if made:
             box = made.get(place.steps)
             if box is not None:  # a map an op of ours creates: the key goes into its value
-                if not _keep(box.get(key), value, overwrite, unset):
+                old = box.get(key)
+                if old is None or (old != value and (overwrite or old in unset)):
                     box[key] = value
                     self.changes += 1
                 return True
@@ -152,7 +159,8 @@ class _Template:
         if not isinstance(cur, dict):
             return False
         slot = (place.parent, place.name, key)
-        if _keep(self.assigned.get(slot, cur.get(key)), value, overwrite, unset):
+        old = self.assigned.get(slot, cur.get(key))
+        if old is not None and (old == value or not (overwrite or old in unset)):
             return True
         self.assigned[slot] = value
         self.changes += 1
@@ -172,19 +180,13 @@ class _Template:
         if not isinstance(parent, dict):  # no spec: the general path warns
             return False
         slot = place.steps
-        if _keep(self.assigned.get(slot, parent.get(place.name)), value, overwrite, unset):
+        old = self.assigned.get(slot, parent.get(place.name))
+        if old is not None and (old == value or not (overwrite or old in unset)):
             return True
         self.assigned[slot] = value
         self.changes += 1
         ops.append({"op": "add", "path": self.at + place.pointer, "value": value})
         return True
-
-
-def _keep(existing: Any, value: str, overwrite: bool, unset: tuple[str, ...]) -> bool:
-    """Whether what is there stays (the rule of :meth:`webhook.mutation._Patch.set`)."""
-    if existing in unset and existing != value:
-        return False
-    return existing is not None and (existing == value or not overwrite)
 
 
 def _apart(locs: list[Path_]) -> bool:
@@ -197,11 +199,12 @@ def _apart(locs: list[Path_]) -> bool:
     return not any(loc[:n] in known for loc in locs for n in range(len(loc)))
 
 
-def plan(karta: Karta, policy: Policy, obj: dict[str, Any], outcomes: list[Outcome]) -> Plan | None:
-    """The patch ``policy`` makes on ``obj``, from the outcomes of
-    :func:`webhook.workload.mutation_requests`; None when the general path must plan it."""
-    layout = _layout(karta)
-    if layout is None or PLACES is None:
+def plan(
+    karta: Karta, layout: _Layout, policy: Policy, obj: dict[str, Any], outcomes: list[Outcome]
+) -> Plan | None:
+    """The patch ``policy`` makes on ``obj``, from the outcomes of ``layout.prepared`` (the
+    :func:`lane` of ``karta``); None when the general path must plan it."""
+    if PLACES is None:
         return None
     for out in outcomes:
         if out.error:
@@ -209,21 +212,28 @@ def plan(karta: Karta, policy: Policy, obj: dict[str, Any], outcomes: list[Outco
     found: list[tuple[str, str, Path_, dict[str, Any]]] = []
     for c, at_paths, at_ids in layout.components:
         items = outcomes[at_paths].items
-        warnings: list[str] = []
-        ids = instance_ids(
-            c, [loc for loc, _ in items], outcomes[at_ids] if at_ids is not None else None, warnings
-        )
-        if warnings:
-            return None
+        ids = outcomes[at_ids].items if at_ids is not None else None
+        if ids is not None and len(ids) == len(items):
+            for i in ids:  # the ids the definition gives, when they fit (as instance_ids says)
+                if type(i) is not str or not i:
+                    ids = None
+                    break
+        else:
+            ids = None
+        if ids is None:
+            warnings: list[str] = []
+            locs: list[Path_ | None] = [loc for loc, _ in items]
+            given = outcomes[at_ids] if at_ids is not None else None
+            ids = instance_ids(c, locs, given, warnings)
+            if warnings:
+                return None
         for i, (loc, val) in enumerate(items):
             if isinstance(val, dict):
                 found.append((c.name, ids[i], loc, val))
     if not found or not (layout.apart or _apart([loc for _, _, loc, _ in found])):
         return None
     gvk, name, namespace = identity(karta, obj)
-    w_values = (
-        variables(name, namespace, gvk.kind) if any(r.variable for r in policy.rules) else None
-    )
+    w_values = variables(name, namespace, gvk.kind) if policy.variable else None
     ops: list[dict[str, Any]] = []
     templates: list[_Template | None] = [None] * len(found)  # those a rule matched
     for rule in policy.rules:
