@@ -65,13 +65,13 @@ def mutate_with(karta: Karta, policy: Policy, obj: Mapping[str, Any], engine: En
     """Plan the patch of one object under its definition, with every warning: from its
     outcomes straight away when :func:`webhook.stamp.plan` can, else by resolving the workload
     from the same outcomes."""
-    lane = stamp.lane(karta) if type(obj) is dict else None
-    prepared = lane.prepared if lane is not None else mutation_requests(karta).prepared
-    outcomes = engine.evaluate(prepared, obj)
-    if lane is not None and type(obj) is dict:
+    if type(obj) is dict and (lane := stamp.lane(karta)) is not None:
+        outcomes = engine.evaluate(lane.prepared, obj)
         fast = stamp.plan(karta, lane, policy, obj, outcomes)
         if fast is not None:
             return fast
+    else:
+        outcomes = engine.evaluate(mutation_requests(karta).prepared, obj)
     workload = resolve(karta, obj, engine, full=False, evaluated=outcomes)
     result = plan(workload, policy, obj)
     result.warnings[:0] = [*workload.warnings, *nothing_found(workload, karta)]

@@ -293,6 +293,9 @@ def prepare(batch: Sequence[tuple[str, Mode]]) -> Prepared:
     return Prepared(tuple(batch), tuple(forms))
 
 
+_NOT_EVALUATED = Outcome([], "not evaluated")
+
+
 class Engine:
     """Evaluates jq on objects: plain paths natively, the rest in its sandbox.
 
@@ -319,7 +322,7 @@ class Engine:
         ``error`` set. A batch evaluated on every request is prepared once (:func:`prepare`).
         """
         prepared = batch if isinstance(batch, Prepared) else prepare(batch)
-        out: list[Outcome | None] = []
+        out: list[Outcome] = []
         remote: list[int] = []
         for i, (plain_, prog, mode) in enumerate(prepared.forms):
             if plain_ is not None:
@@ -328,6 +331,7 @@ class Engine:
             done = _run_native(prog, mode, obj) if prog is not None else None
             if done is None:
                 remote.append(i)
+                done = _NOT_EVALUATED  # until the sandbox answers, below
             out.append(done)
         if remote:
             budget = self.timeout if timeout is None else timeout
@@ -335,8 +339,7 @@ class Engine:
             results = self.sandbox.run([requests[i] for i in remote], obj, budget)
             for i, res in zip(remote, results, strict=True):
                 out[i] = _from_remote(res, requests[i][1], obj)
-            return [o if o is not None else Outcome([], "not evaluated") for o in out]
-        return out  # type: ignore[return-value]  # nothing went out: every one is made
+        return out
 
     def compile_errors(
         self, exprs: Sequence[str], *, timeout: float = COMPILE_TIMEOUT

@@ -88,13 +88,18 @@ class _Patch:
         first ``base`` tokens). A value in ``unset`` counts as no value. ``at``, when given, is
         the JSON Pointer of ``container`` and what ``key`` adds to it, built by the caller from
         parts it reuses. Returns None on success or no-op, else why it was skipped."""
-        if anchor is not None and len(container) == base + 1 and isinstance(anchor, dict):
+        below = len(container) - base
+        cur: Any
+        if anchor is not None and below == 0 and isinstance(anchor, dict):
+            # The anchor itself (a pod spec, for schedulerName): the original object's, so no
+            # op created it or anything above it.
+            cur = anchor
+        elif anchor is not None and below == 1 and isinstance(anchor, dict):
             # A key of the anchor (a fragment's podLabels, a pod spec's map). The anchor is the
             # original object's, so no op created it or anything above it: only an op that
             # created the container itself can have changed what is there.
             ours = self.roots.get(container) if self.roots else None
             step = container[base]
-            cur: Any
             if ours is not None:
                 cur = ours
             elif isinstance(step, str):
@@ -180,6 +185,7 @@ def plan(w: Workload, policy: Policy, obj: Mapping[str, Any]) -> Plan:
     mutated: set[int] = set()
     matched: set[int] = set()
     w_values = variables(w.name, w.namespace, w.gvk.kind) if policy.variable else {}
+    rendered: dict[int, str] = {}  # values the same for every instance, by id of the setting
     for rule in policy.rules:
         if not rule.match.workload(w.gvk, w.namespace):
             continue
@@ -191,7 +197,10 @@ def plan(w: Workload, policy: Policy, obj: Mapping[str, Any]) -> Plan:
                 continue
             matched.add(n)
             before = patch.changes
-            _apply(rule, w_values if rule.variable else None, c, inst, patch, warnings, failures)
+            _apply(
+                rule, w_values if rule.variable else None, rendered, c, inst, patch, warnings,
+                failures,
+            )  # fmt: skip
             if patch.changes > before:
                 mutated.add(n)
     return Plan(patch.ops, warnings, len(mutated), len(matched), failures)
@@ -200,6 +209,7 @@ def plan(w: Workload, policy: Policy, obj: Mapping[str, Any]) -> Plan:
 def _apply(
     rule: Rule,
     w_values: dict[str, str] | None,
+    rendered: dict[int, str],
     c: ComponentView,
     inst: Instance,
     patch: _Patch,
@@ -208,8 +218,9 @@ def _apply(
 ) -> None:
     """Everything ``rule`` sets on one instance, injectable by injectable (in table order):
     a map's keys inside the map at its slot, a single value at its slot. ``w_values`` are
-    the workload's variables when the rule's values use any."""
-    values = {**w_values, "component": c.name, "instance": inst.id} if w_values else None
+    the workload's variables when the rule's values use any; ``rendered`` keeps, for the whole
+    workload, the values that do not depend on the instance."""
+    values = None  # the instance's variables, made when a value needs them
     slots = inst.slots
     for inj, settings in rule.settings:
         slot = slots.get(inj.key)
@@ -218,7 +229,15 @@ def _apply(
             warnings.append(f"{where}: the definition gives no place for {inj.key}; skipped")
             continue
         for s in settings:
-            value = s.constant if s.constant is not None else s.value(values)
+            if s.constant is not None:
+                value = s.constant
+            elif not s.per_instance:
+                got = rendered.get(id(s))
+                value = got if got is not None else rendered.setdefault(id(s), s.value(w_values))
+            else:
+                if values is None:
+                    values = {**(w_values or {}), "component": c.name, "instance": inst.id}
+                value = s.value(values)
             if s.invalid if s.constant is not None else inj.check_value(value):
                 where = _where(rule, c, inst)
                 shown = f"{inj.noun} {s.key}={value!r}" if s.key else f"{inj.noun} {value!r}"

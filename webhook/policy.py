@@ -138,6 +138,9 @@ class Setting:
     tail: str
     #: the template as (text, variable or None) pieces, for rendering without a regex
     pieces: tuple[tuple[str, str | None], ...] = ()
+    #: whether the value differs between the instances of one workload (the template names
+    #: ``$(component)`` or ``$(instance)``); if not, it is rendered once per workload
+    per_instance: bool = False
 
     def value(self, variables: Mapping[str, str] | None) -> str:
         """The value for one instance (``variables``: see :data:`VARIABLES`), as
@@ -180,7 +183,12 @@ def _setting(inj: Injectable, key: str | None, template: str) -> Setting:
     constant = None if _VAR.search(template) else template
     invalid = constant is not None and bool(inj.check_value(constant))
     tail = pointer((key,)) if key is not None else ""
-    return Setting(key, template, constant, invalid, tail, _pieces(template))
+    pieces = _pieces(template)
+    per_instance = any(var in _INSTANCE_VARIABLES for _, var in pieces)
+    return Setting(key, template, constant, invalid, tail, pieces, per_instance)
+
+
+_INSTANCE_VARIABLES = ("component", "instance")
 
 
 @dataclass(frozen=True)

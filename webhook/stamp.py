@@ -234,6 +234,7 @@ def plan(
         return None
     gvk, name, namespace = identity(karta, obj)
     w_values = variables(name, namespace, gvk.kind) if policy.variable else None
+    rendered: dict[int, str] = {}  # values the same for every template, by id of the setting
     ops: list[dict[str, Any]] = []
     templates: list[_Template | None] = [None] * len(found)  # those a rule matched
     for rule in policy.rules:
@@ -253,7 +254,11 @@ def plan(
             for inj, settings in rule.settings:
                 place = PLACES[inj.key]
                 for s in settings:
-                    value = s.constant if s.constant is not None else s.value(values)
+                    value = s.constant
+                    if value is None and s.per_instance:
+                        value = s.value(values)
+                    elif value is None and (value := rendered.get(id(s))) is None:
+                        value = rendered[id(s)] = s.value(values)
                     if s.invalid if s.constant is not None else inj.check_value(value):
                         return None
                     if s.key is None:

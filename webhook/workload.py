@@ -210,10 +210,7 @@ class _Batch:
 
 def mutation_requests(karta: Karta) -> _Requests:
     """What a mutation of ``karta``'s objects evaluates (``resolve(..., full=False)``)."""
-    return karta.root.derive(_MUTATION, _requests_of, karta, Need.MUTATE, False)
-
-
-_MUTATION = ("requests", Need.MUTATE, False)  # the key _requests uses for a mutation
+    return _requests(karta, Need.MUTATE, False)
 
 
 def resolve(
