@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import logging
 import re
 import time
 from typing import Any
@@ -263,6 +264,40 @@ def test_a_flushing_thread_writes_what_requests_queue() -> None:
     finally:
         stop.set()
     assert METRICS.get_sample_value("karta_webhook_requests_total", labels) == 1
+
+
+class _Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_the_flushing_thread_goes_on_after_a_failed_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = metrics.flush
+    kept = _Kept()
+    metrics.log.addHandler(kept)
+
+    def flaky() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("No space left on device")
+        real()
+
+    monkeypatch.setattr(metrics, "flush", flaky)
+    stop = metrics.start_flushing(every=0.01)
+    try:
+        deadline = time.monotonic() + 5
+        while len(calls) < 3:
+            assert time.monotonic() < deadline, "the thread stopped after the failed write"
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        metrics.log.removeHandler(kept)
+    assert "writing the metrics failed" in kept.messages
 
 
 @pytest.mark.parametrize(("name", "obj"), SAMPLE_OBJECTS, ids=[n for n, _ in SAMPLE_OBJECTS])

@@ -16,6 +16,7 @@ Label values are bounded: ``kind`` is a Kind the registry knows (or ``Karta``), 
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import deque
@@ -50,6 +51,7 @@ __all__ = [
 ]
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
+log = logging.getLogger("karta_webhook.metrics")
 
 REQUESTS = Counter(
     "karta_webhook_requests",
@@ -173,7 +175,10 @@ def start_flushing(every: float = FLUSH_EVERY) -> threading.Event:
 
     def loop() -> None:
         while not stop.wait(every):
-            flush()
+            try:
+                flush()
+            except Exception:  # a metrics file that cannot be written: say so, keep counting
+                log.exception("writing the metrics failed")
         flush()
 
     threading.Thread(target=loop, name="karta-metrics-flush", daemon=True).start()
