@@ -35,7 +35,13 @@ def test_start_runs_sync_and_keeper_threads(fake: FakeAPI) -> None:
         # the CRDs reach the snapshot, the leader writes the Karta's status, /validate can
         # read live objects
         assert wait_for(lambda: state.snapshot.crds is not None and TRAINER in state.snapshot.crds)
-        assert wait_for(lambda: fake.seen("PATCH", f"{KARTAS}/trainer/status") == 1)
+        # the fake counts a request as it arrives and applies it after: wait for both
+        assert wait_for(
+            lambda: (
+                fake.seen("PATCH", f"{KARTAS}/trainer/status") == 1
+                and "status" in fake.kartas["trainer"]
+            )
+        )
         conds = {c["type"]: c["status"] for c in fake.kartas["trainer"]["status"]["conditions"]}
         assert conds == {"Validated": "True", "CRDExists": "True", "Ready": "True"}
         assert state.live_samples is not None
