@@ -20,7 +20,7 @@ from typing import Any
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from webhook import admission, definitions, handlers, metrics
+from webhook import admission, definitions, handlers, logs, metrics
 from webhook.definitions import is_karta_kind
 from webhook.gvk import GVK
 from webhook.jqexpr import Engine
@@ -386,26 +386,24 @@ def admit(state: State, webhook: str, handle: Handler, body: bytes) -> tuple[int
     out = admission.encode(resp)
     elapsed = time.perf_counter() - start
     metrics.count_admission(webhook, kind, req.operation, outcome, elapsed, ops, failure)
-    admission_log.info(
+    logs.emit(
+        admission_log,
+        logging.INFO,
         "admission",
-        extra={
-            "fields": {
-                "uid": req.uid,
-                "webhook": webhook,
-                "apiVersion": gvk.api_version if gvk else "",
-                "kind": gvk.kind if gvk else "",
-                "namespace": req.namespace,
-                "name": req.name or _meta_name(req.object),
-                "operation": req.operation,
-                "dryRun": req.dry_run,
-                "outcome": outcome,
-                "ops": ops,
-                **(
-                    {"failure": failure, "failureMode": snap.policy.failure_mode} if failure else {}
-                ),
-                "warnings": len(resp.warnings),
-                "ms": round(elapsed * 1000, 3),
-            }
+        {
+            "uid": req.uid,
+            "webhook": webhook,
+            "apiVersion": gvk.api_version if gvk else "",
+            "kind": gvk.kind if gvk else "",
+            "namespace": req.namespace,
+            "name": req.name or _meta_name(req.object),
+            "operation": req.operation,
+            "dryRun": req.dry_run,
+            "outcome": outcome,
+            "ops": ops,
+            **({"failure": failure, "failureMode": snap.policy.failure_mode} if failure else {}),
+            "warnings": len(resp.warnings),
+            "ms": round(elapsed * 1000, 3),
         },
     )
     return 200, out
