@@ -80,6 +80,11 @@ def test_emit_leaves_other_handlers_and_filters_to_the_machinery(
     lg.handlers[0].addFilter(lambda record: False)  # a filter that drops everything
     logs.emit(lg, logging.INFO, "admission", FIELDS)
     assert len(_lines(stream)) == 1
+    lg.handlers[0].filters.clear()
+
+    lg.handlers[0].setFormatter(logging.Formatter("%(message)s"))  # another format
+    logs.emit(lg, logging.INFO, "admission", FIELDS)
+    assert stream.getvalue().splitlines()[-1] == "admission"
 
 
 def test_emit_on_a_broken_stream_does_not_raise(logger: tuple[logging.Logger, io.StringIO]) -> None:

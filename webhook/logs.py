@@ -87,7 +87,8 @@ def emit(logger: logging.Logger, level: int, msg: str, fields: Mapping[str, Any]
 
 def _only_handler(logger: logging.Logger, level: int) -> JsonLines | None:
     """The one handler a record of ``logger`` at ``level`` would reach, when it is a
-    :class:`JsonLines` and nothing on the way filters; else None."""
+    :class:`JsonLines` writing with :class:`JsonFormatter` and nothing on the way filters;
+    else None."""
     found: JsonLines | None = None
     cur: logging.Logger | None = logger
     while cur is not None:
@@ -96,7 +97,12 @@ def _only_handler(logger: logging.Logger, level: int) -> JsonLines | None:
         for h in cur.handlers:
             if level < h.level:
                 continue  # it would not write this record
-            if type(h) is not JsonLines or h.filters or found is not None:
+            if (
+                type(h) is not JsonLines
+                or type(h.formatter) is not JsonFormatter
+                or h.filters
+                or found is not None
+            ):
                 return None
             found = h
         if not cur.propagate:
