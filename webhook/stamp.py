@@ -101,9 +101,7 @@ def _layout_of(karta: Karta) -> _Layout | None:
 class _Template:
     """One template and what the policy did to it so far: the objects our ops create (keys
     set in them later go into the op's value, as in :class:`webhook.mutation._Patch`) and the
-    values set on objects the template already had. What is there stays unless it is absent,
-    or differs and the rule overwrites or it is a value that counts as unset (the rule of
-    :meth:`webhook.mutation._Patch.set`)."""
+    values set on objects the template already had."""
 
     __slots__ = ("assigned", "at", "changes", "made", "template")
 
@@ -131,8 +129,7 @@ class _Template:
         if made:
             box = made.get(place.steps)
             if box is not None:  # a map an op of ours creates: the key goes into its value
-                old = box.get(key)
-                if old is None or (old != value and (overwrite or old in unset)):
+                if not _keep(box.get(key), value, overwrite, unset):
                     box[key] = value
                     self.changes += 1
                 return True
@@ -159,8 +156,7 @@ class _Template:
         if not isinstance(cur, dict):
             return False
         slot = (place.parent, place.name, key)
-        old = self.assigned.get(slot, cur.get(key))
-        if old is not None and (old == value or not (overwrite or old in unset)):
+        if _keep(self.assigned.get(slot, cur.get(key)), value, overwrite, unset):
             return True
         self.assigned[slot] = value
         self.changes += 1
@@ -180,13 +176,18 @@ class _Template:
         if not isinstance(parent, dict):  # no spec: the general path warns
             return False
         slot = place.steps
-        old = self.assigned.get(slot, parent.get(place.name))
-        if old is not None and (old == value or not (overwrite or old in unset)):
+        if _keep(self.assigned.get(slot, parent.get(place.name)), value, overwrite, unset):
             return True
         self.assigned[slot] = value
         self.changes += 1
         ops.append({"op": "add", "path": self.at + place.pointer, "value": value})
         return True
+
+
+def _keep(old: Any, value: str, overwrite: bool, unset: tuple[str, ...]) -> bool:
+    """Whether what is there stays: unless it is absent, or differs and the rule overwrites
+    or it counts as unset (the rule of :meth:`webhook.mutation._Patch.set`)."""
+    return old is not None and (old == value or not (overwrite or old in unset))
 
 
 def _apart(locs: list[Path_]) -> bool:
