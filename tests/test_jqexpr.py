@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,8 @@ from helpers import ENGINE, SAMPLES
 
 from webhook.definitions import catalog_dir, jq_fields, load_files
 from webhook.documents import read_documents
-from webhook.jqexpr import plain
+from webhook.jqexpr import Mode, plain, prepare
+from webhook.limits import MAX_RESULTS
 
 
 def test_sandbox_has_no_environment_and_is_bounded() -> None:
@@ -58,3 +60,55 @@ def test_native_walk_equals_libjq_on_every_catalog_path(expr: str, objs: list[An
             continue
         got = ENGINE.locations(expr, obj)
         assert [list(p) for p, _ in got.items] == want
+
+
+def _shared_cases() -> list[Any]:
+    many = {"spec": {"jobs": [{"name": str(i)} for i in range(MAX_RESULTS + 1)]}}
+    return [
+        {"spec": {"jobs": [{"name": "a", "template": {"spec": {}}}, {"name": "b"}]}},
+        {"spec": {"jobs": {"x": {"name": "a", "template": 1}, "y": None}}},
+        {"spec": {"jobs": []}},
+        {"spec": {}},  # iterating null: absent
+        {"spec": {"jobs": [{"name": "a"}, 3]}},  # a key of a number: an error
+        {"spec": {"jobs": [{"name": "a", "template": "t"}]}},  # .template.spec of a string
+        {"spec": {"jobs": 7}},
+        many,  # more results than allowed
+    ]
+
+
+def test_paths_iterating_the_same_places_are_walked_once_with_the_same_outcomes() -> None:
+    """A batch whose paths all iterate the same places (a definition's template and id paths)
+    is walked once; its outcomes are those of walking each path, failures included."""
+    batch = [
+        (".spec.jobs[].name", "values"),
+        (".spec.jobs[].template.spec", "paths"),
+        (".spec.jobs[]", "values"),
+    ]
+    prepared = prepare(batch)
+    assert prepared.shared == (
+        (("spec", "jobs"),),
+        ((("name",), False), (("template", "spec"), True), ((), False)),
+    )
+    alone = dataclasses.replace(prepared, shared=None)
+    for obj in _shared_cases():
+        assert ENGINE.evaluate(prepared, obj) == ENGINE.evaluate(alone, obj), obj
+    many = ENGINE.evaluate(prepared, _shared_cases()[-1])
+    assert all(o.error == f"more than {MAX_RESULTS} results" for o in many)
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        [(".spec.jobs[].name", "values")],  # one path
+        [(".spec.jobs[].name", "values"), (".spec.other[].name", "values")],
+        [(".spec.jobs[].name", "values"), (".spec.jobs[].x[].y", "paths")],
+        [(".spec.jobs[].name", "values"), (".spec.name", "values")],  # no iteration
+        [(".spec.jobs[].name", "values"), (".spec.jobs[0].name", "values")],  # an index
+        [(".spec.jobs[].name", "values"), (".spec.jobs[] | keys[]", "values")],  # not plain
+        [(".spec.jobs[].name", "values"), (".spec.jobs[].name", "compile")],
+    ],
+)
+def test_paths_that_do_not_iterate_the_same_places_are_walked_each(
+    batch: list[tuple[str, Mode]],
+) -> None:
+    assert prepare(batch).shared is None

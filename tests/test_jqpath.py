@@ -24,6 +24,7 @@ from webhook.jqpath import (
     to_pointer,
     walk,
     walk_objects,
+    walk_shared,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -426,6 +427,34 @@ def test_the_level_walk_gives_what_the_walk_gives_or_leaves_it_to_the_walk() -> 
         assert all(a[1] is b[1] for a, b in zip(got, want, strict=True))  # the objects
         taken += 1
     assert taken > 500  # the cases are not all failures
+
+
+def test_the_shared_walk_gives_each_path_what_the_level_walk_gives() -> None:
+    """``walk_shared`` walks the common part of several paths once and gives, for each, what
+    ``walk_objects`` gives for it (its values only when asked), or declines when that declines
+    any of them: its tails here are the path's own, another key run, and none."""
+    rng = random.Random(5)
+    shared = declined = 0
+    for steps, obj in _level_walk_cases():
+        segs = segments(steps)
+        if segs is None or len(segs) < 2:
+            continue
+        prefix = segs[:-1]
+        other = tuple(rng.choice(["a", "b", "name", "template"]) for _ in range(rng.randint(1, 2)))
+        tails = ((segs[-1], True), (other, rng.random() < 0.5), ((), False))
+        got = walk_shared(prefix, tails, obj)
+        want = [walk_objects((*prefix, keys), obj) for keys, _ in tails]
+        if None in want:
+            assert got is None, (steps, obj)
+            declined += 1
+            continue
+        assert got is not None, (steps, obj)
+        for found, pairs, (_, paths) in zip(got, want, tails, strict=True):
+            assert pairs is not None
+            assert found == (pairs if paths else [v for _, v in pairs]), (steps, obj)
+        assert len({id(found) for found in got}) == len(got)  # a list of its own each
+        shared += 1
+    assert shared > 100 and declined > 10  # both kinds of case are met
 
 
 def test_render_round_trips_through_parse_plain() -> None:

@@ -24,7 +24,7 @@ from webhook.documents import read_documents
 from webhook.gvk import GVK
 from webhook.handlers import mutate_with, nothing_found
 from webhook.mutation import Plan, plan
-from webhook.policy import Policy, parse_policy
+from webhook.policy import Match, Policy, Rule, parse_policy
 from webhook.workload import mutation_requests, resolve
 
 POLICIES: dict[str, Policy] = {
@@ -343,3 +343,22 @@ def test_generated_names_plan_the_same_in_the_fast_lane(
 ) -> None:
     obj = _jobset(jobs, "team-a")
     _check(_karta(obj), obj, POLICIES[policy_name])
+
+
+def test_a_constant_the_injectable_rejects_declines_only_where_its_rule_applies() -> None:
+    """A policy file cannot hold such a constant (loading rejects it), but a rule built in
+    code can: the fast lane leaves any template its rule applies to to the general path,
+    which warns, and plans the templates it does not apply to itself."""
+    obj = load(JOBSET)
+    karta = _karta(obj)
+    bad = {"labels": (("q", "not a label value!"),)}
+    applies = Policy((Rule("bad", Match(), bad),))
+    fast, general, said = _both(karta, obj, applies)
+    assert fast is None and said and general.failures
+    elsewhere = Policy(
+        (
+            Rule("bad", Match(instances=("nothing-is-called-this",)), bad),
+            Rule("ok", Match(), {"labels": (("q", "fine"),)}),
+        )
+    )
+    assert _check(karta, obj, elsewhere) is not None

@@ -272,6 +272,10 @@ def _from_remote(res: Reply, mode: Mode, obj: Any) -> Outcome:
     return Outcome(list(items))
 
 
+#: the common part of a batch's paths and each one's last run of keys (:attr:`Prepared.shared`)
+_Shared = tuple[tuple[tuple[str, ...], ...], tuple[tuple[tuple[str, ...], bool], ...]]
+
+
 @dataclass(frozen=True)
 class Prepared:
     """A batch of ``(expression, mode)`` requests with each expression's evaluator looked up:
@@ -279,6 +283,11 @@ class Prepared:
 
     requests: tuple[tuple[str, Mode], ...]
     forms: tuple[tuple[_Plain, Program | None, Mode], ...]
+    #: when every request is a plain path that iterates, and all iterate the same places (the
+    #: template and id paths of ``.spec.replicatedJobs[]``): that common part (the paths'
+    #: :func:`~webhook.jqpath.segments` but the last) and each path's last run of keys, for
+    #: :func:`~webhook.jqpath.walk_shared`
+    shared: _Shared | None = None
 
 
 def prepare(batch: Sequence[tuple[str, Mode]]) -> Prepared:
@@ -290,7 +299,22 @@ def prepare(batch: Sequence[tuple[str, Mode]]) -> Prepared:
             continue
         found = _plain(expr)
         forms.append((found, native(expr) if found is None else None, mode))
-    return Prepared(tuple(batch), tuple(forms))
+    return Prepared(tuple(batch), tuple(forms), _shared(forms))
+
+
+def _shared(
+    forms: list[tuple[_Plain, Program | None, Mode]],
+) -> _Shared | None:
+    segs = [f[0][2] if f[0] is not None and f[2] != "compile" else None for f in forms]
+    if len(segs) < 2 or None in segs:
+        return None
+    prefix = segs[0][:-1]  # type: ignore[index]
+    if not prefix or any(s[:-1] != prefix for s in segs):  # type: ignore[index]
+        return None
+    return prefix, tuple(
+        (s[-1], f[2] == "paths")  # type: ignore[index]
+        for s, f in zip(segs, forms, strict=True)
+    )
 
 
 _NOT_EVALUATED = Outcome([], "not evaluated")
@@ -322,6 +346,10 @@ class Engine:
         ``error`` set. A batch evaluated on every request is prepared once (:func:`prepare`).
         """
         prepared = batch if isinstance(batch, Prepared) else prepare(batch)
+        if prepared.shared is not None:
+            shared = jqpath.walk_shared(*prepared.shared, obj)
+            if shared is not None and len(shared[0]) <= MAX_RESULTS:  # all are as long
+                return list(map(Outcome, shared))
         out: list[Outcome] = []
         remote: list[int] = []
         for i, (plain_, prog, mode) in enumerate(prepared.forms):

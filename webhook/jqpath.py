@@ -32,6 +32,7 @@ __all__ = [
     "to_pointer",
     "walk",
     "walk_objects",
+    "walk_shared",
 ]
 
 
@@ -226,28 +227,54 @@ def walk_objects(
     object; None otherwise, and then :func:`walk` says what happens (an error, or nothing
     there). Level by level: each location is replaced by its children in order, which is
     the walk's depth-first order."""
+    found = walk_shared(segs[:-1], ((segs[-1], True),), obj)
+    return found[0] if found is not None else None
+
+
+def walk_shared(
+    prefix: tuple[tuple[str, ...], ...], tails: tuple[tuple[tuple[str, ...], bool], ...], obj: Any
+) -> list[list[Any]] | None:
+    """For each ``(tail, paths)`` of ``tails``: what :func:`walk_objects` gives for the path
+    ``prefix + (tail,)`` (its values only, unless ``paths``), walking their common ``prefix``
+    once; None when it would decline any of them. Each list is as long as the prefix's."""
     level: list[tuple[tuple[PathToken, ...], Any]] = [((), obj)]
-    last = len(segs) - 1
-    for n, keys in enumerate(segs):
+    for keys in prefix:  # each run of keys, then an iteration
+        run = _run(level, keys, True)
+        if run is None:
+            return None
         nxt: list[tuple[tuple[PathToken, ...], Any]] = []
-        for path, value in level:
-            for key in keys:
-                if type(value) is dict:
-                    value = value.get(key)
-                elif value is not None:
-                    return None
-            if keys:
-                path += keys
-            if n == last:
-                nxt.append((path, value))
-            elif type(value) is list:
+        for path, value in run:
+            if type(value) is list:
                 nxt.extend([((*path, i), item) for i, item in enumerate(value)])
             elif type(value) is dict:
                 nxt.extend([((*path, k), item) for k, item in value.items()])
             else:
                 return None
         level = nxt
-    return level
+    out: list[list[Any]] = []
+    for keys, paths in tails:
+        found = _run(level, keys, paths)
+        if found is None:
+            return None
+        out.append(found)
+    return out
+
+
+def _run(
+    level: list[tuple[tuple[PathToken, ...], Any]], keys: tuple[str, ...], paths: bool
+) -> list[Any] | None:
+    """Each location of ``level`` followed by the run of keys ``keys`` (as a location, or
+    only its value unless ``paths``), in a list of its own; None when a key meets what is
+    neither an object nor null."""
+    out: list[Any] = []
+    for path, value in level:
+        for key in keys:
+            if type(value) is dict:
+                value = value.get(key)
+            elif value is not None:
+                return None
+        out.append((path + keys, value) if paths else value)
+    return out
 
 
 def _kind(value: Any) -> str:

@@ -17,6 +17,7 @@ bookkeeping of :class:`webhook.mutation._Patch` shrinks to one small record per 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -24,7 +25,8 @@ from webhook.definitions import Component, Karta
 from webhook.fields import INJECTABLES, TEMPLATE, Injectable, Role
 from webhook.jqexpr import Outcome, Path_, Prepared, pointer
 from webhook.mutation import Plan, variables
-from webhook.policy import Policy
+from webhook.names import no_errors
+from webhook.policy import Policy, Rule, Setting
 from webhook.workload import identity, instance_ids, mutation_requests
 
 
@@ -184,6 +186,33 @@ class _Template:
         return True
 
 
+_Action = tuple[
+    _Place, str | None, str, str | None, Setting, Callable[[str], list[str]] | None, tuple[str, ...]
+]
+
+
+def _actions(rule: Rule) -> tuple[tuple[_Action, ...], bool]:
+    """What :func:`plan` does for ``rule`` on each template, setting by setting: where, the
+    key and its pointer tail, the constant value (None: rendered), the setting, the value
+    check when it checks anything, and the values that count as unset; and whether a constant
+    fails its check."""
+    assert PLACES is not None
+    acts = tuple(
+        (
+            PLACES[inj.key],
+            s.key,
+            s.tail,
+            s.constant,
+            s,
+            None if inj.check_value is no_errors else inj.check_value,
+            inj.unset,
+        )
+        for inj, settings in rule.settings
+        for s in settings
+    )
+    return acts, any(s.invalid for _, settings in rule.settings for s in settings)
+
+
 def _keep(old: Any, value: str, overwrite: bool, unset: tuple[str, ...]) -> bool:
     """Whether what is there stays: unless it is absent, or differs and the rule overwrites
     or it counts as unset (the rule of :meth:`webhook.mutation._Patch.set`)."""
@@ -243,33 +272,31 @@ def plan(
             continue
         narrowed = bool(rule.match.components or rule.match.instances)
         values = w_values if rule.variable else None  # the instance's set in place, below
+        acts, invalid = rule.derive("stamp", _actions, rule)
         for n, (component, iid, loc, val) in enumerate(found):
             if narrowed and not rule.match.instance(component, iid):
                 continue
+            if invalid:  # a constant the injectable rejects: the general path warns
+                return None
             t = templates[n]
             if t is None:
                 t = templates[n] = _Template(pointer(loc), val)
             if values is not None:
                 values["component"] = component
                 values["instance"] = iid
-            for inj, settings in rule.settings:
-                place = PLACES[inj.key]
-                for s in settings:
-                    value = s.constant
-                    if value is None and s.per_instance:
+            for place, key, tail, value, s, check, unset in acts:
+                if value is None:
+                    if s.per_instance:
                         value = s.value(values)
-                    elif value is None and (value := rendered.get(id(s))) is None:
+                    elif (value := rendered.get(id(s))) is None:
                         value = rendered[id(s)] = s.value(values)
-                    if s.invalid if s.constant is not None else inj.check_value(value):
+                    if check is not None and check(value):
                         return None
-                    if s.key is None:
-                        done = t.put_field(place, value, rule.overwrite, inj.unset, ops)
-                    else:
-                        done = t.put_key(
-                            place, s.key, s.tail, value, rule.overwrite, inj.unset, ops
-                        )
-                    if not done:
+                if key is None:
+                    if not t.put_field(place, value, rule.overwrite, unset, ops):
                         return None
+                elif not t.put_key(place, key, tail, value, rule.overwrite, unset, ops):
+                    return None
     matched = mutated = 0
     for t in templates:
         if t is not None:
