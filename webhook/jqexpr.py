@@ -302,19 +302,19 @@ def prepare(batch: Sequence[tuple[str, Mode]]) -> Prepared:
     return Prepared(tuple(batch), tuple(forms), _shared(forms))
 
 
-def _shared(
-    forms: list[tuple[_Plain, Program | None, Mode]],
-) -> _Shared | None:
-    segs = [f[0][2] if f[0] is not None and f[2] != "compile" else None for f in forms]
-    if len(segs) < 2 or None in segs:
+def _shared(forms: list[tuple[_Plain, Program | None, Mode]]) -> _Shared | None:
+    """:attr:`Prepared.shared` of a batch of these forms."""
+    segs: list[tuple[tuple[str, ...], ...]] = []
+    for found, _, mode in forms:
+        if found is None or found[2] is None or mode == "compile":
+            return None
+        segs.append(found[2])
+    if len(segs) < 2:
         return None
-    prefix = segs[0][:-1]  # type: ignore[index]
-    if not prefix or any(s[:-1] != prefix for s in segs):  # type: ignore[index]
+    prefix = segs[0][:-1]
+    if not prefix or any(s[:-1] != prefix for s in segs):
         return None
-    return prefix, tuple(
-        (s[-1], f[2] == "paths")  # type: ignore[index]
-        for s, f in zip(segs, forms, strict=True)
-    )
+    return prefix, tuple((s[-1], f[2] == "paths") for s, f in zip(segs, forms, strict=True))
 
 
 _NOT_EVALUATED = Outcome([], "not evaluated")
