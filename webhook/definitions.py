@@ -11,12 +11,13 @@ turns a document into a model or says where its shape is wrong.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from webhook import jqsyntax
+from webhook.derived import Derives
 from webhook.documents import document_files, read_documents
 from webhook.errors import DefinitionError, FieldError, join_path
 from webhook.fields import (
@@ -39,9 +40,6 @@ GROUP = "run.ai"
 VERSION = "v1alpha1"
 KIND = "Karta"
 API_VERSION = f"{GROUP}/{VERSION}"
-
-
-T = TypeVar("T")
 
 
 def is_karta_kind(gvk: GVK | None) -> bool:
@@ -84,7 +82,7 @@ class SuspendDefinition:
 
 
 @dataclass(frozen=True)
-class Component:
+class Component(Derives):
     name: str
     field_path: str  # where it sits in the definition, for error messages
     kind: GVK | None = None
@@ -99,16 +97,6 @@ class Component:
     type_value: str | None = None
     #: what resolution derives from the component once (its fields to evaluate, by need)
     derived: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    def derive(self, key: Any, make: Callable[..., T], *args: Any) -> T:
-        """What ``make(*args)`` gives, made once for this component and ``key`` (definitions
-        are immutable, and what resolution derives from them is on every request's path);
-        None is an answer like any other."""
-        try:
-            return self.derived[key]  # type: ignore[no-any-return]
-        except KeyError:
-            made = self.derived[key] = make(*args)
-            return made
 
     def expr(self, role: Role) -> str | None:
         return self.exprs.get(role)

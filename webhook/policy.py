@@ -23,12 +23,13 @@ typo is an error at startup (exit 2 in the CLI) rather than a silent no-op in pr
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from webhook.derived import Derives
 from webhook.documents import read_documents
 from webhook.errors import FieldError, InputError
 from webhook.fields import INJECTABLES, Injectable
@@ -44,7 +45,6 @@ OPERATIONS = ("CREATE", "UPDATE")
 #: (with a warning, a log line and a metric), ``closed`` denies it.
 FAILURE_MODES = ("open", "closed")
 _POLICY_FIELDS = ("rules", "operations", "failureMode")
-T = TypeVar("T")
 
 
 class PolicyError(InputError):
@@ -152,7 +152,7 @@ class Setting:
 
 
 @dataclass(frozen=True)
-class Rule:
+class Rule(Derives):
     name: str
     match: Match
     #: by :attr:`~webhook.fields.Injectable.key`, what the rule sets (absent: nothing)
@@ -165,7 +165,7 @@ class Rule:
     )
     #: whether any value needs the workload's variables
     variable: bool = field(init=False, compare=False, repr=False)
-    #: what the mutation derives from the rule once (:meth:`derive`)
+    #: what the mutation derives from the rule once (:meth:`~webhook.derived.Derives.derive`)
     derived: dict[Any, Any] = field(init=False, compare=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -180,15 +180,6 @@ class Rule:
 
     def entries(self, inj: Injectable) -> Entries:
         return self.sets.get(inj.key, ())
-
-    def derive(self, key: Any, make: Callable[..., T], *args: Any) -> T:
-        """What ``make(*args)`` gives, made once for this rule and ``key`` (rules are
-        immutable, and what the mutation derives from them is on every request's path)."""
-        try:
-            return self.derived[key]  # type: ignore[no-any-return]
-        except KeyError:
-            made = self.derived[key] = make(*args)
-            return made
 
 
 def _setting(inj: Injectable, key: str | None, template: str) -> Setting:
