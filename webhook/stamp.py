@@ -100,123 +100,50 @@ def _layout_of(karta: Karta) -> _Layout | None:
     return _Layout(tuple(out), plain, requests.prepared)
 
 
-class _Template:
-    """One template and what the policy did to it so far: the objects our ops create (keys
-    set in them later go into the op's value, as in :class:`webhook.mutation._Patch`) and the
-    values set on objects the template already had."""
-
-    __slots__ = ("assigned", "at", "changes", "made", "template")
-
-    def __init__(self, at: str, template: dict[str, Any]) -> None:
-        self.at = at
-        self.template = template
-        self.made: dict[tuple[str, ...], dict[str, Any]] = {}
-        self.assigned: dict[tuple[str, ...], Any] = {}
-        self.changes = 0
-
-    def put_key(
-        self,
-        place: _Place,
-        key: str,
-        tail: str,
-        value: str,
-        overwrite: bool,
-        unset: tuple[str, ...],
-        ops: list[dict[str, Any]],
-    ) -> bool:
-        """Set ``key`` of a map (``tail``: what it adds to the map's JSON Pointer), adding to
-        ``ops`` the op it needs if any; False when the general path must judge (a value in the
-        way that is not an object: nothing was added)."""
-        made = self.made
-        if made:
-            box = made.get(place.steps)
-            if box is not None:  # a map an op of ours creates: the key goes into its value
-                if not _keep(box.get(key), value, overwrite, unset):
-                    box[key] = value
-                    self.changes += 1
-                return True
-            top = made.get(place.parent_steps)
-            if top is not None:  # its parent is ours, without the map (else it would be made)
-                top[place.name] = made[place.steps] = {key: value}
-                self.changes += 1
-                return True
-        parent = self.template.get(place.parent)
-        if parent is None:  # no metadata: one op adds it with the map and the key
-            box = made[place.steps] = {key: value}
-            top = made[place.parent_steps] = {place.name: box}
-            self.changes += 1
-            ops.append({"op": "add", "path": self.at + place.parent_pointer, "value": top})
-            return True
-        if not isinstance(parent, dict):
-            return False
-        cur = parent.get(place.name)
-        if cur is None:  # no map: one op adds it with the key
-            box = made[place.steps] = {key: value}
-            self.changes += 1
-            ops.append({"op": "add", "path": self.at + place.pointer, "value": box})
-            return True
-        if not isinstance(cur, dict):
-            return False
-        slot = (place.parent, place.name, key)
-        if _keep(self.assigned.get(slot, cur.get(key)), value, overwrite, unset):
-            return True
-        self.assigned[slot] = value
-        self.changes += 1
-        ops.append({"op": "add", "path": self.at + place.pointer + tail, "value": value})
-        return True
-
-    def put_field(
-        self,
-        place: _Place,
-        value: str,
-        overwrite: bool,
-        unset: tuple[str, ...],
-        ops: list[dict[str, Any]],
-    ) -> bool:
-        """Set a single field (``schedulerName``), as :meth:`put_key` sets a key."""
-        parent = self.template.get(place.parent)
-        if not isinstance(parent, dict):  # no spec: the general path warns
-            return False
-        slot = place.steps
-        if _keep(self.assigned.get(slot, parent.get(place.name)), value, overwrite, unset):
-            return True
-        self.assigned[slot] = value
-        self.changes += 1
-        ops.append({"op": "add", "path": self.at + place.pointer, "value": value})
-        return True
-
-
+#: One setting of a rule as :func:`plan` applies it to each template: the parent's key in the
+#: template (``metadata``, ``spec``) and the place's own key in it (``labels``,
+#: ``schedulerName``); the JSON Pointers below the template of the parent, of the place and of
+#: the value written (the place's with the key's :attr:`~webhook.policy.Setting.tail`); the
+#: map's key (None for a single field), the constant value (None: rendered), the setting, the
+#: value check when it checks anything, and the values that count as unset.
 _Action = tuple[
-    _Place, str | None, str, str | None, Setting, Callable[[str], list[str]] | None, tuple[str, ...]
+    str,
+    str,
+    str,
+    str,
+    str,
+    str | None,
+    str | None,
+    Setting,
+    Callable[[str], list[str]] | None,
+    tuple[str, ...],
 ]
 
 
 def _actions(rule: Rule) -> tuple[tuple[_Action, ...], bool]:
-    """What :func:`plan` does for ``rule`` on each template, setting by setting: where, the
-    key and its pointer tail, the constant value (None: rendered), the setting, the value
-    check when it checks anything, and the values that count as unset; and whether a constant
-    fails its check."""
+    """What :func:`plan` does for ``rule`` on each template, setting by setting
+    (:data:`_Action`); and whether a constant fails its check."""
     assert PLACES is not None
-    acts = tuple(
-        (
-            PLACES[inj.key],
-            s.key,
-            s.tail,
-            s.constant,
-            s,
-            None if inj.check_value is no_errors else inj.check_value,
-            inj.unset,
-        )
-        for inj, settings in rule.settings
-        for s in settings
-    )
-    return acts, any(s.invalid for _, settings in rule.settings for s in settings)
-
-
-def _keep(old: Any, value: str, overwrite: bool, unset: tuple[str, ...]) -> bool:
-    """Whether what is there stays: unless it is absent, or differs and the rule overwrites
-    or it counts as unset (the rule of :meth:`webhook.mutation._Patch.set`)."""
-    return old is not None and (old == value or not (overwrite or old in unset))
+    acts = []
+    for inj, settings in rule.settings:
+        place = PLACES[inj.key]
+        check = None if inj.check_value is no_errors else inj.check_value
+        for s in settings:
+            acts.append(
+                (
+                    place.parent,
+                    place.name,
+                    place.parent_pointer,
+                    place.pointer,
+                    place.pointer + s.tail,
+                    s.key,
+                    s.constant,
+                    s,
+                    check,
+                    inj.unset,
+                )
+            )
+    return tuple(acts), any(s.invalid for _, settings in rule.settings for s in settings)
 
 
 def _apart(locs: list[Path_]) -> bool:
@@ -266,25 +193,47 @@ def plan(
     w_values = variables(name, namespace, gvk.kind) if policy.variable else None
     rendered: dict[int, str] = {}  # values the same for every template, by id of the setting
     ops: list[dict[str, Any]] = []
-    templates: list[_Template | None] = [None] * len(found)  # those a rule matched
+    # Each template a rule matched, by its index in ``found``: its JSON Pointer, the objects
+    # our ops create in it by pointer below the template (keys set later go into the op's
+    # value, as in :class:`webhook.mutation._Patch`), and the values set on what it had.
+    states: dict[int, tuple[str, dict[str, dict[str, Any]], dict[str, str]]] = {}
+    mutated: set[int] = set()  # a template changes only with an op of its own
+    # Below, a value is written unless what is there stays: it stays unless it is absent, or
+    # differs and the rule overwrites or it counts as unset (the rule of
+    # :meth:`webhook.mutation._Patch.set`). This loop runs for every setting of every template
+    # of every request, so it is written out in one function.
     for rule in policy.rules:
         if not rule.match.workload(gvk, namespace):
             continue
         narrowed = bool(rule.match.components or rule.match.instances)
         values = w_values if rule.variable else None  # the instance's set in place, below
         acts, invalid = rule.derive("stamp", _actions, rule)
-        for n, (component, iid, loc, val) in enumerate(found):
+        overwrite = rule.overwrite
+        for n, (component, iid, loc, template) in enumerate(found):
             if narrowed and not rule.match.instance(component, iid):
                 continue
             if invalid:  # a constant the injectable rejects: the general path warns
                 return None
-            t = templates[n]
-            if t is None:
-                t = templates[n] = _Template(pointer(loc), val)
+            state = states.get(n)
+            if state is None:
+                state = states[n] = (pointer(loc), {}, {})
+            at, made, assigned = state
             if values is not None:
                 values["component"] = component
                 values["instance"] = iid
-            for place, key, tail, value, s, check, unset in acts:
+            before = len(ops)
+            for (
+                parent_key,
+                name,
+                parent_at,
+                place_at,
+                value_at,
+                key,
+                value,
+                s,
+                check,
+                unset,
+            ) in acts:
                 if value is None:
                     if s.per_instance:
                         value = s.value(values)
@@ -292,14 +241,45 @@ def plan(
                         value = rendered[id(s)] = s.value(values)
                     if check is not None and check(value):
                         return None
-                if key is None:
-                    if not t.put_field(place, value, rule.overwrite, unset, ops):
+                if key is None:  # a single field, of a parent that must exist
+                    parent = template.get(parent_key)
+                    if not isinstance(parent, dict):  # no spec: the general path warns
                         return None
-                elif not t.put_key(place, key, tail, value, rule.overwrite, unset, ops):
+                    old = assigned.get(value_at, parent.get(name))
+                    if old is None or (old != value and (overwrite or old in unset)):
+                        assigned[value_at] = value
+                        ops.append({"op": "add", "path": at + value_at, "value": value})
+                    continue
+                if made:
+                    box = made.get(place_at)
+                    if box is not None:  # a map an op of ours creates: the key goes in it
+                        old = box.get(key)
+                        if old is None or (old != value and (overwrite or old in unset)):
+                            box[key] = value
+                        continue
+                    top = made.get(parent_at)
+                    if top is not None:  # its parent is ours, without the map
+                        top[name] = made[place_at] = {key: value}
+                        continue
+                parent = template.get(parent_key)
+                if parent is None:  # no metadata: one op adds it with the map and the key
+                    box = made[place_at] = {key: value}
+                    top = made[parent_at] = {name: box}
+                    ops.append({"op": "add", "path": at + parent_at, "value": top})
+                    continue
+                if not isinstance(parent, dict):  # in the way: the general path judges
                     return None
-    matched = mutated = 0
-    for t in templates:
-        if t is not None:
-            matched += 1
-            mutated += t.changes > 0
-    return Plan(ops, [], mutated, matched, [])
+                cur = parent.get(name)
+                if cur is None:  # no map: one op adds it with the key
+                    box = made[place_at] = {key: value}
+                    ops.append({"op": "add", "path": at + place_at, "value": box})
+                    continue
+                if not isinstance(cur, dict):
+                    return None
+                old = assigned.get(value_at, cur.get(key))
+                if old is None or (old != value and (overwrite or old in unset)):
+                    assigned[value_at] = value
+                    ops.append({"op": "add", "path": at + value_at, "value": value})
+            if len(ops) > before:
+                mutated.add(n)
+    return Plan(ops, [], len(mutated), len(states), [])
