@@ -118,7 +118,9 @@ def _both(karta: Karta, obj: dict[str, Any], pol: Policy) -> tuple[Plan | None, 
     lane = stamp.lane(karta)
     if lane is not None:
         assert lane.prepared is mutation_requests(karta).prepared  # what the handler evaluates
-    fast = stamp.plan(karta, lane, pol, obj, outcomes) if lane is not None else None
+    ok = not any(out.error for out in outcomes)
+    items = [out.items for out in outcomes]
+    fast = stamp.plan(karta, lane, pol, obj, items) if lane is not None and ok else None
     w = resolve(karta, obj, ENGINE, full=False, evaluated=outcomes)
     assert w == resolve(karta, obj, ENGINE, full=False)  # the outcomes handed over are right
     general = plan(w, pol, obj)

@@ -20,7 +20,7 @@ from webhook.crds import SchemaIndex
 from webhook.definitions import Karta, is_karta_kind
 from webhook.errors import FieldError
 from webhook.gvk import GVK
-from webhook.jqexpr import Engine
+from webhook.jqexpr import Engine, Outcome, walked
 from webhook.limits import EVAL_TIMEOUT
 from webhook.mutation import Plan, plan
 from webhook.names import label_value_errors
@@ -66,10 +66,18 @@ def mutate_with(karta: Karta, policy: Policy, obj: Mapping[str, Any], engine: En
     outcomes straight away when :func:`webhook.stamp.plan` can, else by resolving the workload
     from the same outcomes."""
     if type(obj) is dict and (lane := stamp.lane(karta)) is not None:
-        outcomes = engine.evaluate(lane.prepared, obj)
-        fast = stamp.plan(karta, lane, policy, obj, outcomes)
-        if fast is not None:
-            return fast
+        items = walked(lane.prepared, obj)  # paths walked together (JobSet): no Outcome made
+        if items is not None:
+            fast = stamp.plan(karta, lane, policy, obj, items)
+            if fast is not None:
+                return fast
+            outcomes = list(map(Outcome, items))
+        else:
+            outcomes = engine.evaluate(lane.prepared, obj)
+            if not any(out.error for out in outcomes):
+                fast = stamp.plan(karta, lane, policy, obj, [out.items for out in outcomes])
+                if fast is not None:
+                    return fast
     else:
         outcomes = engine.evaluate(mutation_requests(karta).prepared, obj)
     workload = resolve(karta, obj, engine, full=False, evaluated=outcomes)

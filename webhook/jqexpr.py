@@ -317,6 +317,19 @@ def _shared(forms: list[tuple[_Plain, Program | None, Mode]]) -> _Shared | None:
     return prefix, tuple((s[-1], f[2] == "paths") for s, f in zip(segs, forms, strict=True))
 
 
+def walked(prepared: Prepared, obj: Any) -> list[list[Any]] | None:
+    """Every expression's items (values, or ``(path, value)`` pairs), when the batch's paths
+    are walked together (:attr:`Prepared.shared`) and the walk gives ``obj`` an answer within
+    :data:`MAX_RESULTS`: what :meth:`Engine.evaluate` gives then, without an :class:`Outcome`
+    around each; else None (then it evaluates each)."""
+    if prepared.shared is None:
+        return None
+    shared = jqpath.walk_shared(*prepared.shared, obj)
+    if shared is None or len(shared[0]) > MAX_RESULTS:  # all are as long
+        return None
+    return shared
+
+
 _NOT_EVALUATED = Outcome([], "not evaluated")
 
 
@@ -346,10 +359,8 @@ class Engine:
         ``error`` set. A batch evaluated on every request is prepared once (:func:`prepare`).
         """
         prepared = batch if isinstance(batch, Prepared) else prepare(batch)
-        if prepared.shared is not None:
-            shared = jqpath.walk_shared(*prepared.shared, obj)
-            if shared is not None and len(shared[0]) <= MAX_RESULTS:  # all are as long
-                return list(map(Outcome, shared))
+        if prepared.shared is not None and (shared := walked(prepared, obj)) is not None:
+            return list(map(Outcome, shared))
         out: list[Outcome] = []
         remote: list[int] = []
         for i, (plain_, prog, mode) in enumerate(prepared.forms):

@@ -17,7 +17,7 @@ bookkeeping of :class:`webhook.mutation._Patch` shrinks to one small record per 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -157,19 +157,21 @@ def _apart(locs: list[Path_]) -> bool:
 
 
 def plan(
-    karta: Karta, layout: _Layout, policy: Policy, obj: dict[str, Any], outcomes: list[Outcome]
+    karta: Karta,
+    layout: _Layout,
+    policy: Policy,
+    obj: dict[str, Any],
+    results: Sequence[list[Any]],
 ) -> Plan | None:
-    """The patch ``policy`` makes on ``obj``, from the outcomes of ``layout.prepared`` (the
-    :func:`lane` of ``karta``); None when the general path must plan it."""
+    """The patch ``policy`` makes on ``obj``, from what each expression of ``layout.prepared``
+    (the :func:`lane` of ``karta``) gave (the :attr:`~webhook.jqexpr.Outcome.items` of
+    outcomes without an error); None when the general path must plan it."""
     if PLACES is None:
         return None
-    for out in outcomes:
-        if out.error:
-            return None
     found: list[tuple[str, str, Path_, dict[str, Any]]] = []
     for c, at_paths, at_ids in layout.components:
-        items = outcomes[at_paths].items
-        ids = outcomes[at_ids].items if at_ids is not None else None
+        items = results[at_paths]
+        ids = results[at_ids] if at_ids is not None else None
         if ids is not None and len(ids) == len(items):
             for i in ids:  # the ids the definition gives, when they fit (as instance_ids says)
                 if type(i) is not str or not i:
@@ -180,7 +182,7 @@ def plan(
         if ids is None:
             warnings: list[str] = []
             locs: list[Path_ | None] = [loc for loc, _ in items]
-            given = outcomes[at_ids] if at_ids is not None else None
+            given = Outcome(results[at_ids]) if at_ids is not None else None
             ids = instance_ids(c, locs, given, warnings)
             if warnings:
                 return None
