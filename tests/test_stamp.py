@@ -241,6 +241,36 @@ def test_the_handler_answers_from_the_fast_lane_as_from_the_general_path(
     assert fast.ops and fast.templates_mutated == 2
 
 
+def _in_the_way(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with a string where each template keeps its metadata (the lane declines)."""
+    out = copy.deepcopy(obj)
+    lane = stamp.lane(_karta(obj))
+    if lane is None:
+        return out
+    outcomes = ENGINE.evaluate(lane.prepared, out)
+    for _, at_paths, _ in lane.components:
+        for _, template in outcomes[at_paths].items:
+            if isinstance(template, dict):
+                template["metadata"] = "in the way"
+    return out
+
+
+@pytest.mark.parametrize("way", ["as is", "declined"])
+@pytest.mark.parametrize(("name", "obj"), SAMPLE_OBJECTS, ids=[n for n, _ in SAMPLE_OBJECTS])
+def test_the_handler_answers_every_sample_as_the_general_path_does(
+    name: str, obj: dict[str, Any], way: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whichever way the handler evaluates (the paths walked together, or one by one) and
+    whether the lane plans or declines, its answer is the general path's."""
+    if way == "declined":
+        obj = _in_the_way(obj)
+    karta = _karta(obj)
+    pol = POLICIES["demo"]
+    answer = mutate_with(karta, pol, obj, ENGINE)
+    monkeypatch.setattr(stamp, "plan", lambda *a: None)
+    assert answer == mutate_with(karta, pol, obj, ENGINE)
+
+
 def _jobset_karta(*paths: str) -> Karta:
     """The JobSet definition with one child component per template path."""
     doc = load(JOBSET_KARTA)

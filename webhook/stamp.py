@@ -1,5 +1,6 @@
-"""A mutation planned straight from the outcomes, without the workload tree, for definitions
-whose components keep whole pod templates (``podTemplateSpecPath``): most of the catalog.
+"""A mutation planned straight from what the definition's expressions found, without the
+workload tree, for definitions whose components keep whole pod templates
+(``podTemplateSpecPath``): most of the catalog.
 
 :func:`plan` gives what :func:`webhook.mutation.plan` gives on the workload that
 :func:`webhook.workload.resolve` builds from the same outcomes, or None when the object needs
@@ -38,10 +39,6 @@ class _Place(NamedTuple):
     name: str
     parent_pointer: str
     pointer: str
-    #: the parent's steps and the place's own below the template, as keys of what a template
-    #: records (:attr:`_Template.made`, :attr:`_Template.assigned`)
-    parent_steps: tuple[str]
-    steps: tuple[str, str]
 
 
 def _place(inj: Injectable) -> _Place | None:
@@ -50,7 +47,7 @@ def _place(inj: Injectable) -> _Place | None:
     steps = inj.in_template
     if len(steps) != 2 or inj.template_base != (0 if inj.is_map else 1):
         return None
-    return _Place(steps[0], steps[1], pointer(steps[:1]), pointer(steps), (steps[0],), steps)
+    return _Place(steps[0], steps[1], pointer(steps[:1]), pointer(steps))
 
 
 _FOUND = {inj.key: _place(inj) for inj in INJECTABLES}
