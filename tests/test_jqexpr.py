@@ -12,7 +12,7 @@ from helpers import ENGINE, SAMPLES
 
 from webhook.definitions import catalog_dir, jq_fields, load_files
 from webhook.documents import read_documents
-from webhook.jqexpr import Mode, plain, prepare
+from webhook.jqexpr import Mode, Outcome, plain, prepare, walked
 from webhook.limits import MAX_RESULTS
 
 
@@ -99,10 +99,36 @@ def test_paths_iterating_the_same_places_are_walked_once_with_the_same_outcomes(
 @pytest.mark.parametrize(
     "batch",
     [
-        [(".spec.jobs[].name", "values")],  # one path
+        [(".spec.jobs[].template.spec", "paths")],  # one path
+        [(".spec.jobs[].name", "values")],
+        [(".spec.jobs", "paths")],  # keys only
+        [(".spec.jobs", "paths"), (".spec.name", "values"), (".spec", "values")],
+        [(".", "paths")],
+        [(".spec.jobs.x.template", "paths"), (".spec.jobs.y.template", "paths")],
+    ],
+)
+def test_one_path_or_paths_of_keys_alone_are_walked_with_the_same_outcomes(
+    batch: list[tuple[str, Mode]],
+) -> None:
+    """One path alone, or paths that do not iterate, are walked as one batch too (the fast
+    lane then takes the walk's lists as they are); the outcomes are those of each path."""
+    prepared = prepare(batch)
+    assert prepared.shared is not None
+    alone = dataclasses.replace(prepared, shared=None)
+    cases = [*_shared_cases(), {"spec": "text"}, {"spec": None}, {}, 5, None, "s", [1]]
+    for obj in cases:
+        assert ENGINE.evaluate(prepared, obj) == ENGINE.evaluate(alone, obj), obj
+        items = walked(prepared, obj)
+        if items is not None:
+            assert [Outcome(i) for i in items] == ENGINE.evaluate(alone, obj)
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
         [(".spec.jobs[].name", "values"), (".spec.other[].name", "values")],
         [(".spec.jobs[].name", "values"), (".spec.jobs[].x[].y", "paths")],
-        [(".spec.jobs[].name", "values"), (".spec.name", "values")],  # no iteration
+        [(".spec.jobs[].name", "values"), (".spec.name", "values")],  # one iterates
         [(".spec.jobs[].name", "values"), (".spec.jobs[0].name", "values")],  # an index
         [(".spec.jobs[].name", "values"), (".spec.jobs[] | keys[]", "values")],  # not plain
         [(".spec.jobs[].name", "values"), (".spec.jobs[].name", "compile")],

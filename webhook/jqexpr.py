@@ -283,10 +283,10 @@ class Prepared:
 
     requests: tuple[tuple[str, Mode], ...]
     forms: tuple[tuple[_Plain, Program | None, Mode], ...]
-    #: when every request is a plain path that iterates, and all iterate the same places (the
-    #: template and id paths of ``.spec.replicatedJobs[]``): that common part (the paths'
-    #: :func:`~webhook.jqpath.segments` but the last) and each path's last run of keys, for
-    #: :func:`~webhook.jqpath.walk_shared`
+    #: when every request is a plain path of keys and iterations, and all iterate the same
+    #: places (the template and id paths of ``.spec.replicatedJobs[]``; one path alone; paths
+    #: that do not iterate): that common part (the paths' :func:`~webhook.jqpath.segments`
+    #: but the last) and each path's last run of keys, for :func:`~webhook.jqpath.walk_shared`
     shared: _Shared | None = None
 
 
@@ -306,13 +306,18 @@ def _shared(forms: list[tuple[_Plain, Program | None, Mode]]) -> _Shared | None:
     """:attr:`Prepared.shared` of a batch of these forms."""
     segs: list[tuple[tuple[str, ...], ...]] = []
     for found, _, mode in forms:
-        if found is None or found[2] is None or mode == "compile":
+        if found is None or mode == "compile":
             return None
-        segs.append(found[2])
-    if len(segs) < 2:
+        _, chain, runs = found
+        if runs is None:  # keys only (a chain): one run, no iteration
+            if chain is None:
+                return None
+            runs = (chain,)
+        segs.append(runs)
+    if not segs:
         return None
     prefix = segs[0][:-1]
-    if not prefix or any(s[:-1] != prefix for s in segs):
+    if any(s[:-1] != prefix for s in segs):
         return None
     return prefix, tuple((s[-1], f[2] == "paths") for s, f in zip(segs, forms, strict=True))
 
