@@ -66,7 +66,7 @@ def mutate_with(karta: Karta, policy: Policy, obj: Mapping[str, Any], engine: En
     outcomes straight away when :func:`webhook.stamp.plan` can, else by resolving the workload
     from the same outcomes."""
     if type(obj) is dict and (lane := stamp.lane(karta)) is not None:
-        items = walked(lane.prepared, obj)  # paths walked together (JobSet): no Outcome made
+        items = walked(lane.prepared, obj)  # paths walked as one batch: no Outcome made
         if items is not None:
             fast = stamp.plan(karta, lane, policy, obj, items)
             if fast is not None:

@@ -364,7 +364,7 @@ class Engine:
         ``error`` set. A batch evaluated on every request is prepared once (:func:`prepare`).
         """
         prepared = batch if isinstance(batch, Prepared) else prepare(batch)
-        if prepared.shared is not None and (shared := walked(prepared, obj)) is not None:
+        if (shared := walked(prepared, obj)) is not None:
             return list(map(Outcome, shared))
         out: list[Outcome] = []
         remote: list[int] = []

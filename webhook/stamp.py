@@ -13,7 +13,8 @@ two to each other on every sample and on generated templates.
 
 What makes it cheaper is what it leaves out: no slots, instances or components are built, and
 with no template above or inside another (checked) each template's writes are its own, so the
-bookkeeping of :class:`webhook.mutation._Patch` shrinks to one small record per template.
+bookkeeping of :class:`webhook.mutation._Patch` shrinks to a pointer and two small maps per
+template.
 """
 
 from __future__ import annotations
@@ -223,7 +224,7 @@ def plan(
             before = len(ops)
             for (
                 parent_key,
-                name,
+                place_key,
                 parent_at,
                 place_at,
                 value_at,
@@ -244,7 +245,7 @@ def plan(
                     parent = template.get(parent_key)
                     if not isinstance(parent, dict):  # no spec: the general path warns
                         return None
-                    old = assigned.get(value_at, parent.get(name))
+                    old = assigned.get(value_at, parent.get(place_key))
                     if old is None or (old != value and (overwrite or old in unset)):
                         assigned[value_at] = value
                         ops.append({"op": "add", "path": at + value_at, "value": value})
@@ -258,17 +259,17 @@ def plan(
                         continue
                     top = made.get(parent_at)
                     if top is not None:  # its parent is ours, without the map
-                        top[name] = made[place_at] = {key: value}
+                        top[place_key] = made[place_at] = {key: value}
                         continue
                 parent = template.get(parent_key)
                 if parent is None:  # no metadata: one op adds it with the map and the key
                     box = made[place_at] = {key: value}
-                    top = made[parent_at] = {name: box}
+                    top = made[parent_at] = {place_key: box}
                     ops.append({"op": "add", "path": at + parent_at, "value": top})
                     continue
                 if not isinstance(parent, dict):  # in the way: the general path judges
                     return None
-                cur = parent.get(name)
+                cur = parent.get(place_key)
                 if cur is None:  # no map: one op adds it with the key
                     box = made[place_at] = {key: value}
                     ops.append({"op": "add", "path": at + place_at, "value": box})
