@@ -32,8 +32,8 @@ The per-connection work is :class:`webhook.front.Front`'s (over the bookkeeping 
 module is the gunicorn glue: the loop, accepting, and the request threads.
 
 The request thread parses the buffered bytes with gunicorn's own parser (so gunicorn still
-validates every request) and writes the answer on the socket, with ``request_timeout`` as the
-bound on a client that does not read it. Listeners in ``plain_ports`` are served without TLS.
+validates every request) and writes the answer on the socket, head and body in one send
+(:class:`OneSend`), with ``request_timeout`` as the bound on a client that does not read it. Listeners in ``plain_ports`` are served without TLS.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from webhook.conns import WAITING_FACTOR, Conn, Limits, Phase, pieces
 from webhook.front import Front
 from webhook.shares import ACCEPT_BURST, ACCEPT_YIELD, FEW_CONNECTIONS, Shares, Turns
 
-__all__ = ["WAITING_FACTOR", "Limits", "Shares", "ThreadWorker", "worker_class"]
+__all__ = ["WAITING_FACTOR", "Limits", "OneSend", "Shares", "ThreadWorker", "worker_class"]
 
 _BaseThreadWorker: Any = _gthread.ThreadWorker
 
@@ -295,7 +295,9 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
             if not req:
                 return False
             req._expected_100_continue = False  # the poller has sent it
-            keep = self.handle_request(req, conn)
+            out = OneSend(conn.sock)
+            keep = self.handle_request(req, _Answering(out, conn.client, conn.server))
+            out.flush()
             return bool(keep) and bool(parser.finish_body())
         except _ghttp.errors.NoMoreData as e:
             self.log.debug("incomplete request from %s: %s", conn.client, e)
@@ -312,6 +314,49 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         except Exception as e:
             self.handle_error(req, conn.sock, conn.client, e)
         return False
+
+
+class OneSend:
+    """The socket as gunicorn writes an answer on it, holding the answer's head until its
+    body's first piece, so that both go out in one send: a small answer is then one TLS
+    record and one TCP segment where gunicorn makes two of each (and two system calls, and
+    two wake-ups of the client). Every other use of the socket (a later write, closing it,
+    sendfile, its descriptor) sends what is held first, so the bytes keep their order;
+    :meth:`flush` sends a head that had no body (HEAD, 204, 304)."""
+
+    __slots__ = ("_head", "_held", "sock")
+
+    def __init__(self, sock: Any) -> None:
+        self.sock = sock
+        self._head: bytes | None = None  # the first write, while held
+        self._held = False  # whether the first write has come
+
+    def sendall(self, data: bytes) -> None:
+        if not self._held:
+            self._held = True
+            self._head = bytes(data)
+            return
+        head, self._head = self._head, None
+        self.sock.sendall(head + data if head else data)
+
+    def flush(self) -> None:
+        head, self._head = self._head, None
+        if head:
+            self.sock.sendall(head)
+
+    def __getattr__(self, name: str) -> Any:
+        self.flush()
+        return getattr(self.sock, name)
+
+
+class _Answering:
+    """What gunicorn's ``handle_request`` reads of a connection, writing through a
+    :class:`OneSend`."""
+
+    __slots__ = ("client", "server", "sock")
+
+    def __init__(self, sock: OneSend, client: Any, server: Any) -> None:
+        self.sock, self.client, self.server = sock, client, server
 
 
 def worker_class(limits: Limits) -> type[ThreadWorker]:

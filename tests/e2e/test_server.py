@@ -8,6 +8,7 @@ certificate, the policy) run last.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -112,6 +113,80 @@ def test_mutate_labels_every_template_and_reinvocation_is_empty(srv: Server) -> 
         assert tpl["metadata"]["annotations"]["example.com/owner"] == "trainer"
     again = srv.admit("/mutate", review(patched))
     assert again["allowed"] is True and "patch" not in again
+
+
+def _answers_by_record(srv: Server, requests: list[bytes]) -> list[tuple[bytes, int]]:
+    """Send ``requests`` one after another on one TLS connection; for each, its answer and
+    how many TLS records it came in (counted on the wire, under the TLS layer)."""
+    raw = socket.create_connection(("127.0.0.1", srv.port), 10)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = srv.context().wrap_bio(incoming, outgoing, server_hostname=SERVER_NAME)
+    try:
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                raw.sendall(outgoing.read())
+                data = raw.recv(1 << 16)
+                assert data, "closed during the handshake"
+                incoming.write(data)
+        raw.sendall(outgoing.read())
+        out = []
+        for request in requests:
+            tls.write(request)
+            raw.sendall(outgoing.read())
+            wire, answer, records = b"", b"", 0
+            while not _complete(answer):
+                data = raw.recv(1 << 16)
+                assert data, f"closed before the answer was complete: {answer[:200]!r}"
+                wire += data
+                while len(wire) >= 5 and len(wire) >= 5 + int.from_bytes(wire[3:5], "big"):
+                    size = 5 + int.from_bytes(wire[3:5], "big")
+                    record, wire = wire[:size], wire[size:]
+                    incoming.write(record)
+                    before = len(answer)
+                    with contextlib.suppress(ssl.SSLWantReadError):
+                        while chunk := tls.read(1 << 16):
+                            answer += chunk
+                    records += len(answer) > before  # a session ticket carries no answer
+            assert not wire, "bytes after the answer"
+            out.append((answer, records))
+        return out
+    finally:
+        raw.close()
+
+
+def _complete(answer: bytes) -> bool:
+    head, sep, body = answer.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    assert length is not None, head
+    return len(body) >= int(length.group(1))
+
+
+def test_an_answer_is_one_tls_record(srv: Server) -> None:
+    """The answer's head and body go out in one write: one TLS record (and one TCP segment)
+    for a small answer, not one for the head and one for the body."""
+    body = json.dumps(review(load(JOBSET))).encode()
+    mutate = (
+        b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    probe = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    answers = _answers_by_record(srv, [probe, mutate, probe, mutate])
+    for answer, records in answers:
+        assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+        assert records == 1, answer[:300]
+    assert b'"patch":"' in answers[1][0] and answers[2][0].endswith(b"ok\n")
+    conn = srv.connect(timeout=5)  # a head without a body goes out as well
+    try:
+        conn.request("HEAD", "/healthz")
+        head = conn.getresponse()
+        assert head.status == 200 and head.read() == b""
+    finally:
+        conn.close()
 
 
 def test_big_bodies(srv: Server) -> None:
