@@ -322,7 +322,8 @@ def main() -> None:
 
 
 def _goals(results: dict[tuple[str, int], list[dict[str, float]]]) -> None:
-    """The issue's goals as measured (medians), where this run has their cases."""
+    """The issue's goals as measured (medians), where this run has their cases, with each
+    round's own ratio: how far one round is from the next says how much one run says."""
 
     def med(name: str, conns: int, key: str) -> float | None:
         runs = results.get((name, conns))
@@ -343,7 +344,11 @@ def _goals(results: dict[tuple[str, int], list[dict[str, float]]]) -> None:
         ("JobSet req/s / Go req/s, 1 conn (stretch)", ("mutate JobSet", 1, "rps"),
          ("go stdlib", 1, "rps"), ">= 0.45"),
     ]:  # fmt: skip
-        print(f"goal {goal:>7}: {label}: {ratio(med(*a), med(*b))}")
+        # The rounds interleave the cases, so a round's ratio compares neighbours in time.
+        pairs = zip(results.get(a[:2], []), results.get(b[:2], []), strict=False)
+        each = [x[a[2]] / y[b[2]] for x, y in pairs if y[b[2]]]
+        rounds = f" (by round: {', '.join(f'{r:.2f}' for r in each)})" if len(each) > 1 else ""
+        print(f"goal {goal:>7}: {label}: {ratio(med(*a), med(*b))}{rounds}")
 
 
 def _build_go(tmp: Path) -> Path | None:
