@@ -33,7 +33,8 @@ module is the gunicorn glue: the loop, accepting, and the request threads.
 
 The request thread parses the buffered bytes with gunicorn's own parser (so gunicorn still
 validates every request) and writes the answer on the socket, head and body in one send
-(:class:`OneSend`), with ``request_timeout`` as the bound on a client that does not read it. Listeners in ``plain_ports`` are served without TLS.
+(:class:`OneSend`), with ``request_timeout`` as the bound on a client that does not read it.
+Listeners in ``plain_ports`` are served without TLS.
 """
 
 from __future__ import annotations
@@ -324,16 +325,16 @@ class OneSend:
     sendfile, its descriptor) sends what is held first, so the bytes keep their order;
     :meth:`flush` sends a head that had no body (HEAD, 204, 304)."""
 
-    __slots__ = ("_head", "_held", "sock")
+    __slots__ = ("_head", "_started", "sock")
 
     def __init__(self, sock: Any) -> None:
         self.sock = sock
         self._head: bytes | None = None  # the first write, while held
-        self._held = False  # whether the first write has come
+        self._started = False  # whether the first write (the head) has come
 
     def sendall(self, data: bytes) -> None:
-        if not self._held:
-            self._held = True
+        if not self._started:
+            self._started = True
             self._head = bytes(data)
             return
         head, self._head = self._head, None
