@@ -20,7 +20,6 @@ from typing import Literal
 
 from webhook.names import (
     label_value_errors,
-    no_errors,
     qualified_name_errors,
     scheduler_name_errors,
 )
@@ -130,9 +129,9 @@ class Injectable:
     in_metadata: tuple[str, ...] | None
     #: the fragmented field that locates it
     fragment: Role
-    #: syntax of a key (maps) and of a value: the problems, [] when fine
+    #: syntax of a key (maps) and of a value: the problems, [] when fine; None: free text
     check_key: Callable[[str], list[str]] | None
-    check_value: Callable[[str], list[str]]
+    check_value: Callable[[str], list[str]] | None
     #: how a value that fails ``check_value`` is called in a warning
     invalid: str
     #: values that count as not set: without ``overwrite`` they are replaced all the same
@@ -163,7 +162,7 @@ INJECTABLES: tuple[Injectable, ...] = (
         in_metadata=("annotations",),
         fragment=Role.ANNOTATIONS,
         check_key=qualified_name_errors,
-        check_value=no_errors,
+        check_value=None,  # annotation values are free text
         invalid="is not a valid annotation value",
     ),
     Injectable(

@@ -228,6 +228,7 @@ def _apply(
             where = _where(rule, c, inst)
             warnings.append(f"{where}: the definition gives no place for {inj.key}; skipped")
             continue
+        check = inj.check_value
         for s in settings:
             if s.constant is not None:
                 value = s.constant
@@ -238,7 +239,7 @@ def _apply(
                 if values is None:
                     values = {**(w_values or {}), "component": c.name, "instance": inst.id}
                 value = s.value(values)
-            if s.invalid if s.constant is not None else inj.check_value(value):
+            if s.invalid if s.constant is not None else bool(check and check(value)):
                 where = _where(rule, c, inst)
                 shown = f"{inj.noun} {s.key}={value!r}" if s.key else f"{inj.noun} {value!r}"
                 warnings.append(f"{where}: {shown} {inj.invalid}; skipped")

@@ -50,8 +50,3 @@ def dns_subdomain_errors(value: str, what: str) -> list[str]:
 
 def scheduler_name_errors(value: str) -> list[str]:
     return dns_subdomain_errors(value, "schedulerName")
-
-
-def no_errors(value: str) -> list[str]:
-    """Annotation values are free text."""
-    return []

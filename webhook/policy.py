@@ -184,7 +184,8 @@ class Rule(Derives):
 
 def _setting(inj: Injectable, key: str | None, template: str) -> Setting:
     constant = None if _VAR.search(template) else template
-    invalid = constant is not None and bool(inj.check_value(constant))
+    check = inj.check_value
+    invalid = constant is not None and check is not None and bool(check(constant))
     tail = pointer((key,)) if key is not None else ""
     pieces = _pieces(template)
     per_instance = any(var in _INSTANCE_VARIABLES for _, var in pieces)
@@ -252,7 +253,7 @@ def _entries(inj: Injectable, value: Any, where: str, errors: list[FieldError]) 
         if not isinstance(value, str):
             errors.append(FieldError(where, "must be a string"))
             return ()
-        if _check_template(value, where, errors):
+        if _check_template(value, where, errors) and inj.check_value:
             for e in inj.check_value(_sample(value)):
                 errors.append(FieldError(where, e))
         return ((None, value),)
@@ -274,7 +275,7 @@ def _entries(inj: Injectable, value: Any, where: str, errors: list[FieldError]) 
         if not isinstance(val, str):
             errors.append(FieldError(kwhere, "value must be a string"))
             continue
-        if _check_template(val, kwhere, errors):
+        if _check_template(val, kwhere, errors) and inj.check_value:
             for e in inj.check_value(_sample(val)):
                 errors.append(FieldError(kwhere, f"invalid value {val!r}: {e}"))
         out.append((key, val))

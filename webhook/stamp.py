@@ -27,7 +27,6 @@ from webhook.definitions import Component, Karta
 from webhook.fields import INJECTABLES, TEMPLATE, Injectable, Role
 from webhook.jqexpr import Outcome, Path_, Prepared, pointer
 from webhook.mutation import Plan, variables
-from webhook.names import no_errors
 from webhook.policy import Policy, Rule, Setting
 from webhook.workload import identity, instance_ids, mutation_requests
 
@@ -125,7 +124,7 @@ def _actions(rule: Rule) -> tuple[tuple[_Action, ...], bool]:
     acts = []
     for inj, settings in rule.settings:
         place = PLACES[inj.key]
-        check = None if inj.check_value is no_errors else inj.check_value
+        check = inj.check_value
         for s in settings:
             acts.append(
                 (
