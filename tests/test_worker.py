@@ -1,14 +1,18 @@
-"""The worker's write path: :class:`webhook.worker.OneSend` (the server's wire is checked in
-``tests/e2e/test_server.py``)."""
+"""The worker's request thread: the body it takes as the poller framed it
+(:func:`webhook.worker._take_body`) and its write path (:class:`webhook.worker.OneSend`); the
+server's wire is checked in ``tests/e2e/``."""
 
 from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from gunicorn import http as gunicorn_http
+from gunicorn.config import Config
 
-from webhook.worker import OneSend
+from webhook.worker import OneSend, _take_body
 
 
 @pytest.fixture
@@ -60,3 +64,29 @@ def test_any_other_use_of_the_socket_sends_the_head_first(
     out.shutdown(socket.SHUT_WR)  # as gunicorn's close_graceful after a failed body
     assert peer.recv(100) == b"head"
     assert peer.recv(100) == b""  # then the end
+
+
+def _request(head: bytes) -> Any:
+    return next(gunicorn_http.get_parser(Config(), iter([head]), ("127.0.0.1", 1)))
+
+
+def test_a_framed_body_of_the_length_gunicorn_reads_is_read_as_it_is() -> None:
+    body = b'{"kind": "AdmissionReview"}'
+    req = _request(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body))
+    assert _take_body(req, body)
+    assert req.body.read(len(body)) is body  # not a copy
+    assert req.body.read() == b""
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n",  # another length
+        b"POST /mutate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+    ],
+)
+def test_a_body_gunicorn_frames_otherwise_is_not_taken(head: bytes) -> None:
+    req = _request(head)
+    before = req.body
+    assert not _take_body(req, b"four")
+    assert req.body is before

@@ -40,6 +40,7 @@ Listeners in ``plain_ports`` are served without TLS.
 from __future__ import annotations
 
 import errno
+import io
 import math
 import os
 import selectors
@@ -51,6 +52,7 @@ from typing import Any
 
 from gunicorn import http as _ghttp
 from gunicorn import sock as _gsock
+from gunicorn.http import body as _gbody
 from gunicorn.workers import gthread as _gthread
 
 from webhook.conns import WAITING_FACTOR, Conn, Limits, Phase, pieces
@@ -248,9 +250,15 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
     # ----------------------------------------------------------------------------- requests
 
     def _dispatch(self, conn: Conn) -> None:
-        assert conn.framer is not None
-        end = conn.framer.end
-        data = bytes(conn.buf[:end])
+        framer = conn.framer
+        assert framer is not None and framer.head is not None
+        end = framer.end
+        # A body of known length goes to the thread apart from the head (see _take_body).
+        known = not framer.head.chunked
+        start = end - (framer.head.length or 0) if known else end
+        with memoryview(conn.buf) as view:
+            data = bytes(view[:start])
+            body = bytes(view[start:end]) if known else None
         del conn.buf[:end]
         conn.framer = None
         conn.continued = False
@@ -258,7 +266,7 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         self._front.want(conn, 0)
         self._front.account(conn)
         self._front.t.busy += 1
-        fut = self.tpool.submit(self._serve, conn, data)
+        fut = self.tpool.submit(self._serve, conn, data, body)
         fut.add_done_callback(lambda f: self.method_queue.defer(self._served, conn, f))
         self._front.resume()
 
@@ -286,8 +294,10 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         if not conn.closed and conn.phase is not Phase.BUSY and conn.tls and conn.sock.pending():
             self._front.read(conn)
 
-    def _serve(self, conn: Conn, data: bytes) -> bool:
-        """Serve one complete request (a request thread). True: keep the connection."""
+    def _serve(self, conn: Conn, data: bytes, body: bytes | None) -> bool:
+        """Serve one complete request (a request thread): ``data`` is its head and ``body``
+        its body, or ``data`` the whole request when its body is chunked (``body`` None).
+        True: keep the connection."""
         req = None
         try:
             conn.sock.settimeout(self.limits.request_timeout)  # bounds writing the answer
@@ -295,11 +305,15 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
             req = next(parser)
             if not req:
                 return False
+            if body is not None and not _take_body(req, body):
+                self.log.debug("%s: gunicorn reads another body length", conn.client)
+                return False
             req._expected_100_continue = False  # the poller has sent it
             out = OneSend(conn.sock)
             keep = self.handle_request(req, _Answering(out, conn.client, conn.server))
             out.flush()
-            return bool(keep) and bool(parser.finish_body())
+            # A body the poller framed is all here: nothing to drain before the next request.
+            return bool(keep) and (body is not None or bool(parser.finish_body()))
         except _ghttp.errors.NoMoreData as e:
             self.log.debug("incomplete request from %s: %s", conn.client, e)
         except StopIteration as e:
@@ -315,6 +329,18 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         except Exception as e:
             self.handle_error(req, conn.sock, conn.client, e)
         return False
+
+
+def _take_body(req: Any, body: bytes) -> bool:
+    """Give ``req`` the body the poller framed, to read as it is: through gunicorn's own
+    readers it would be copied several times over (3.8 ms for a 3 MB body here, against
+    0.26 ms as it is). Only when gunicorn, parsing the head, reads a body of the same length;
+    otherwise the two disagree on where the request ends, and False: the connection closes."""
+    reader: Any = getattr(req.body, "reader", None)
+    if type(reader) is not _gbody.LengthReader or reader.length != len(body):
+        return False
+    req.body = io.BytesIO(body)
+    return True
 
 
 class OneSend:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import selectors
 import socket
 import ssl
@@ -306,6 +307,50 @@ def test_keep_alive_and_pipelining(hsrv: Server) -> None:
     finally:
         s.close()
     assert answers.count(b"HTTP/1.1 200 ") == 2
+
+
+def test_pipelined_bodies_each_reach_their_own_request(hsrv: Server) -> None:
+    """Requests with bodies sent in one write, of known length and chunked: each is answered
+    for its own body (the poller hands a known-length body over apart from its head)."""
+
+    def post(uid: str, *, chunked: bool = False, close: bool = False) -> bytes:
+        rv = review(load(JOBSET))
+        rv["request"]["uid"] = uid
+        body = json.dumps(rv).encode()
+        head = b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        head += b"Connection: close\r\n" if close else b""
+        if chunked:
+            return head + b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (
+                len(body),
+                body,
+            )
+        return head + b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+    s = _tls(hsrv)
+    s.settimeout(10)
+    try:
+        s.sendall(post("one") + post("two", chunked=True) + post("three", close=True))
+        answers = b""
+        while chunk := s.recv(65536):
+            answers += chunk
+    finally:
+        s.close()
+    uids = [json.loads(a.split(b"\r\n\r\n", 1)[1])["response"] for a in _split(answers)]
+    assert [r["uid"] for r in uids] == ["one", "two", "three"]
+    assert all(patch_of(r) for r in uids)
+
+
+def _split(answers: bytes) -> list[bytes]:
+    """HTTP/1.1 answers one after another, each with a Content-Length, one by one."""
+    out = []
+    while answers:
+        head, _, rest = answers.partition(b"\r\n\r\n")
+        found = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+        assert found is not None, head
+        length = int(found.group(1))
+        out.append(head + b"\r\n\r\n" + rest[:length])
+        answers = rest[length:]
+    return out
 
 
 # ------------------------------------------------------------------------------ callers
