@@ -31,10 +31,11 @@ The per-connection work is :class:`webhook.front.Front`'s (over the bookkeeping 
 :mod:`webhook.conns`); which worker takes a new connection, :mod:`webhook.shares`'. This
 module is the gunicorn glue: the loop, accepting, and the request threads.
 
-The request thread parses the buffered bytes with gunicorn's own parser (so gunicorn still
-validates every request) and writes the answer on the socket, head and body in one send
-(:class:`OneSend`), with ``request_timeout`` as the bound on a client that does not read it.
-Listeners in ``plain_ports`` are served without TLS.
+The request thread parses the buffered head with gunicorn's own parser (so gunicorn still
+validates every request), takes a body of known length as the poller framed it, and writes
+the answer on the socket, head and body in one send (:class:`OneSend`), with
+``request_timeout`` as the bound on a client that does not read it. Listeners in
+``plain_ports`` are served without TLS.
 """
 
 from __future__ import annotations
