@@ -4,7 +4,8 @@ Starts, on loopback, ``karta-webhook serve`` (the bundled catalog, a demo policy
 definition whose template path only libjq evaluates) and a bare gunicorn+Flask app with the
 same worker count, threads and certificate that answers every POST with a constant
 AdmissionReview. Then, interleaved round by round so that machine noise spreads evenly, it
-runs ``wrk`` (HTTP/1.1 keep-alive over TLS) at 1, 4, 16 and 64 connections against:
+runs ``wrk`` (HTTP/1.1 keep-alive over TLS, one client thread: :data:`WRK_THREADS`) at 1,
+4, 16 and 64 connections against:
 
 * ``mutate JobSet``: a JobSet review (two templates patched);
 * ``mutate libjq``: a review of the kind that needs the sandbox (one libjq round trip);
@@ -162,13 +163,21 @@ def _wait(port: int, proc: subprocess.Popen[bytes], ca: Path) -> None:
     raise SystemExit("server did not start")
 
 
+#: wrk's threads. One: with two on this 2-core machine (beside two workers that need both
+#: cores), the null path at 4 connections fell into one of two speeds, run by run (about
+#: 8,200 or 9,400 req/s), and JobSet did not (about 7,100), so their ratio swung between 0.73
+#: and 0.93 on the same code. With one thread both are steady (within 2% over 4 server
+#: starts). One wrk thread needs about 20 µs of CPU per request: far from its limit here.
+WRK_THREADS = 1
+
+
 def _wrk(
     port: int, path: str, body: Path, conns: int, seconds: float, lua: Path
 ) -> dict[str, float]:
     done = subprocess.run(
         [
             "wrk",
-            f"-t{min(conns, 2)}",
+            f"-t{WRK_THREADS}",
             f"-c{conns}",
             f"-d{max(1, round(seconds))}s",
             "--latency",
