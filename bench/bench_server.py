@@ -215,7 +215,7 @@ def _wrk(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=4.0, help="per wrk run")
-    ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
     ap.add_argument("--connections", default="1,4,16,64")
     args = ap.parse_args()
     if not shutil.which("wrk"):
