@@ -174,6 +174,12 @@ def test_a_constant_value_the_api_server_would_refuse_is_checked_once_and_skippe
     assert all("is not a valid label value" in warning for warning in out.warnings)
 
 
+def test_an_injectable_that_checks_its_values_says_what_a_bad_one_is() -> None:
+    # The text goes into the warning of a skipped value; free text has no check and no text.
+    for inj in INJECTABLES:
+        assert bool(inj.invalid) == (inj.check_value is not None), inj.key
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(

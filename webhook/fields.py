@@ -132,8 +132,8 @@ class Injectable:
     #: syntax of a key (maps) and of a value: the problems, [] when fine; None: free text
     check_key: Callable[[str], list[str]] | None
     check_value: Callable[[str], list[str]] | None
-    #: how a value that fails ``check_value`` is called in a warning
-    invalid: str
+    #: how a value that fails ``check_value`` is called in a warning (only with a check)
+    invalid: str = ""
     #: values that count as not set: without ``overwrite`` they are replaced all the same
     unset: tuple[str, ...] = ()
 
@@ -163,7 +163,6 @@ INJECTABLES: tuple[Injectable, ...] = (
         fragment=Role.ANNOTATIONS,
         check_key=qualified_name_errors,
         check_value=None,  # annotation values are free text
-        invalid="is not a valid annotation value",
     ),
     Injectable(
         key="schedulerName",
