@@ -117,7 +117,7 @@ _Action = tuple[
 ]
 
 
-def _actions(rule: Rule) -> tuple[tuple[_Action, ...], bool]:
+def actions(rule: Rule) -> tuple[tuple[_Action, ...], bool]:
     """What :func:`plan` does for ``rule`` on each template, setting by setting
     (:data:`_Action`); and whether a constant fails its check."""
     assert PLACES is not None
@@ -206,7 +206,7 @@ def plan(
             continue
         narrowed = bool(rule.match.components or rule.match.instances)
         values = w_values if rule.variable else None  # the instance's set in place, below
-        acts, invalid = rule.derive("stamp", _actions, rule)
+        acts, invalid = rule.derive("stamp", actions, rule)
         overwrite = rule.overwrite
         for n, (component, iid, loc, template) in enumerate(found):
             if narrowed and not rule.match.instance(component, iid):
