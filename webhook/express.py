@@ -27,6 +27,7 @@ from typing import Any
 
 from webhook.definitions import Component, Karta
 from webhook.jqexpr import pointer
+from webhook.jqpath import follow
 from webhook.limits import MAX_RESULTS
 from webhook.mutation import Plan, variables
 from webhook.policy import Policy, Rule, Setting
@@ -44,8 +45,9 @@ class _Route:
     iterate: bool
     #: keys from an iterated item to its template (empty without an iteration)
     tail: tuple[str, ...]
-    #: keys from an iterated item to its instance id; None: every template's id is ``ids``
+    #: keys from an iterated item to its instance id; None: the one template's id is ``one_id``
     id_keys: tuple[str, ...] | None
+    #: the id of the one template there is without an iteration (the component's name)
     one_id: str
     #: JSON Pointers of ``head`` and ``tail``: a template's is ``head_at/i tail_at``
     head_at: str
@@ -106,13 +108,10 @@ class _Program:
     per_instance: tuple[int, ...]
 
 
-def program(rule: Rule) -> _Program | None:
-    """The rule's program, when it fits this lane (a value in ``metadata``'s maps, a single
-    field of ``spec``, no constant the injectable rejects), else None."""
-    return rule.derive("express", _program_of, rule)
-
-
 def _program_of(rule: Rule) -> _Program | None:
+    """The rule's program (derived once per rule), when it fits this lane: values in
+    ``metadata``'s maps, then single fields of ``spec``, and no constant the injectable
+    rejects; else None."""
     acts, invalid = actions(rule)
     if invalid:
         return None
@@ -147,7 +146,7 @@ def plan(karta: Karta, policy: Policy, obj: dict[str, Any]) -> Plan | None:
     """The patch ``policy`` makes on ``obj`` (what :func:`webhook.stamp.plan` gives), or None
     when this lane does not take the object (see the module text). Written out in one
     function, walks included: it runs on every request of the kinds it fits."""
-    way = karta.root.derive("express", _route_of, karta)
+    way = route(karta)
     if way is None:
         return None
     gvk, name, namespace = identity(karta, obj)
@@ -162,13 +161,9 @@ def plan(karta: Karta, policy: Policy, obj: dict[str, Any]) -> Plan | None:
     prog = rule.derive("express", _program_of, rule)
     if prog is None:
         return None
-    # The walk, as jqpath.walk_shared walks it: a key of an object or of null; else decline.
-    there: Any = obj
-    for key in way.head:
-        if type(there) is dict:
-            there = there.get(key)
-        elif there is not None:
-            return None
+    ok, there = follow(obj, way.head)  # the walk, as jqpath.walk_shared walks it
+    if not ok:
+        return None
     if way.iterate:
         if type(there) is not list or len(there) > MAX_RESULTS:
             return None
@@ -178,7 +173,7 @@ def plan(karta: Karta, policy: Policy, obj: dict[str, Any]) -> Plan | None:
     found: list[tuple[str, str, dict[str, Any]]] = []
     id_keys = way.id_keys
     for i, item in enumerate(items):
-        template = item
+        template = item  # follow(item, way.tail), written out: it runs for every template
         for key in way.tail:
             if type(template) is dict:
                 template = template.get(key)

@@ -231,6 +231,18 @@ def walk_objects(
     return found[0] if found is not None else None
 
 
+def follow(value: Any, keys: tuple[str, ...]) -> tuple[bool, Any]:
+    """``value`` followed by the run of keys ``keys`` as :func:`walk_shared` follows one: (True,
+    what is there, null where a key is missing), or (False, None) where a key meets what is
+    neither an object nor null (the walk declines there)."""
+    for key in keys:
+        if type(value) is dict:
+            value = value.get(key)
+        elif value is not None:
+            return False, None
+    return True, value
+
+
 def walk_shared(
     prefix: tuple[tuple[str, ...], ...], tails: tuple[tuple[tuple[str, ...], bool], ...], obj: Any
 ) -> list[list[Any]] | None:

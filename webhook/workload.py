@@ -51,6 +51,7 @@ from webhook.jqexpr import (
     pointer,
     prepare,
 )
+from webhook.jqpath import follow
 from webhook.locations import as_count, creatable, parent_object
 from webhook.reader import type_name
 from webhook.statusdef import UNDEFINED
@@ -372,12 +373,9 @@ def _by_parent(c: Component, obj: Mapping[str, Any], root: bool = False) -> Comp
     shared = _shared(c)
     if shared is None:
         return None
-    cur: Any = obj
-    for key in shared.parent:
-        if type(cur) is dict:
-            cur = cur.get(key)
-        elif cur is not None:
-            return None
+    ok, cur = follow(obj, shared.parent)
+    if not ok:
+        return None
     if cur is None and not root:
         return ComponentView(c.name, c.kind, c.owner_ref, ())
     if type(cur) is not dict:
