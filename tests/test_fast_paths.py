@@ -17,6 +17,7 @@ import copy
 import gc
 import logging
 import re
+import threading
 import time
 from typing import Any
 
@@ -281,7 +282,17 @@ class _Kept(logging.Handler):
         self.messages.append(record.getMessage())
 
 
+def _no_flushing_thread() -> None:
+    """Wait for the flushing threads of earlier tests to end (each flushes once more after
+    its stop), so that the flush a test patches in is called by its own thread alone."""
+    for thread in threading.enumerate():
+        if thread.name == "karta-metrics-flush":
+            thread.join(timeout=5)
+            assert not thread.is_alive(), "a flushing thread did not stop"
+
+
 def test_the_flushing_thread_goes_on_after_a_failed_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_flushing_thread()
     calls: list[int] = []
     real = metrics.flush
     kept = _Kept()
@@ -304,6 +315,28 @@ def test_the_flushing_thread_goes_on_after_a_failed_write(monkeypatch: pytest.Mo
         stop.set()
         metrics.log.removeHandler(kept)
     assert "writing the metrics failed" in kept.messages
+
+
+def test_the_last_flush_when_flushing_stops_is_logged_when_it_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _no_flushing_thread()
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    kept = _Kept()
+    metrics.log.addHandler(kept)
+
+    def broken() -> None:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(metrics, "flush", broken)
+    try:
+        metrics.start_flushing(every=60).set()  # the thread's only flush is its last
+        _no_flushing_thread()
+    finally:
+        metrics.log.removeHandler(kept)
+    assert raised == []
+    assert kept.messages == ["writing the metrics failed"]
 
 
 @pytest.mark.parametrize(("name", "obj"), SAMPLE_OBJECTS, ids=[n for n, _ in SAMPLE_OBJECTS])

@@ -173,13 +173,16 @@ def start_flushing(every: float = FLUSH_EVERY) -> threading.Event:
     (then once more). One per worker process, after the fork (threads do not survive one)."""
     stop = threading.Event()
 
+    def once() -> None:
+        try:
+            flush()
+        except Exception:  # a metrics file that cannot be written: say so, keep counting
+            log.exception("writing the metrics failed")
+
     def loop() -> None:
         while not stop.wait(every):
-            try:
-                flush()
-            except Exception:  # a metrics file that cannot be written: say so, keep counting
-                log.exception("writing the metrics failed")
-        flush()
+            once()
+        once()  # the last one too: a thread must not end on an exception nobody sees
 
     threading.Thread(target=loop, name="karta-metrics-flush", daemon=True).start()
     return stop
