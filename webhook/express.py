@@ -45,10 +45,9 @@ class _Route:
     iterate: bool
     #: keys from an iterated item to its template (empty without an iteration)
     tail: tuple[str, ...]
-    #: keys from an iterated item to its instance id; None: the one template's id is ``one_id``
+    #: keys from an iterated item to its instance id; None without an iteration, where the
+    #: one template's id is the component's name (as :func:`webhook.workload.instance_ids`)
     id_keys: tuple[str, ...] | None
-    #: the id of the one template there is without an iteration (the component's name)
-    one_id: str
     #: JSON Pointers of ``head`` and ``tail``: a template's is ``head_at/i tail_at``
     head_at: str
     tail_at: str
@@ -80,10 +79,10 @@ def _route_of(karta: Karta) -> _Route | None:
         if id_keys is None:
             return None  # ids from the templates' places: the stamp lane works them out
         head, tail = prefix[0], keys
-        return _Route(c, head, True, tail, id_keys, c.name, pointer(head), pointer(tail))
+        return _Route(c, head, True, tail, id_keys, pointer(head), pointer(tail))
     if id_keys is not None:
         return None
-    return _Route(c, keys, False, (), None, c.name, pointer(keys), "")
+    return _Route(c, keys, False, (), None, pointer(keys), "")
 
 
 #: One value as this lane writes it: the key in its map (None for a single field), the JSON
@@ -171,6 +170,7 @@ def plan(karta: Karta, policy: Policy, obj: dict[str, Any]) -> Plan | None:
     else:
         items = [there]
     found: list[tuple[str, str, dict[str, Any]]] = []
+    component = way.component.name
     id_keys = way.id_keys
     for i, item in enumerate(items):
         template = item  # follow(item, way.tail), written out: it runs for every template
@@ -179,7 +179,7 @@ def plan(karta: Karta, policy: Policy, obj: dict[str, Any]) -> Plan | None:
                 template = template.get(key)
             elif template is not None:
                 return None
-        iid: Any = way.one_id
+        iid: Any = component
         if id_keys is not None:
             iid = item
             for key in id_keys:
@@ -204,7 +204,6 @@ def plan(karta: Karta, policy: Policy, obj: dict[str, Any]) -> Plan | None:
             if check is not None and not s.per_instance and check(given):
                 return None
         once.append(given)
-    component = way.component.name
     overwrite = rule.overwrite
     ops: list[dict[str, Any]] = []
     mutated = 0
