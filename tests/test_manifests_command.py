@@ -52,8 +52,14 @@ def test_namespace(capsys: pytest.CaptureFixture[str]) -> None:
     assert vwc["webhooks"][0]["failurePolicy"] == "Fail"
 
 
+def _ca_pem(tmp_path: Path, name: str) -> bytes:
+    from webhook.certs import write_certs
+
+    return write_certs(tmp_path / name, "karta-webhook", "karta-system").ca_cert.read_bytes()
+
+
 def test_ca_bundle(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    pem = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    pem = _ca_pem(tmp_path, "a") + _ca_pem(tmp_path, "b")  # a bundle may hold several
     (tmp_path / "ca.crt").write_bytes(pem)
     code, (mwc, vwc), _ = run(capsys, "--ca-bundle", str(tmp_path / "ca.crt"))
     assert code == 0
@@ -65,16 +71,69 @@ def test_ca_bundle(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize("content", [None, b""])
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (None, "cannot read"),
+        (b"", "no PEM certificate"),
+        (b"garbage\n", "no PEM certificate"),
+        (b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", "not a valid PEM"),
+        ("key", "holds a private key (PRIVATE KEY)"),
+        ("cert+key", "holds a private key (PRIVATE KEY)"),
+        (b"-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----\n", "holds PUBLIC KEY"),
+    ],
+    ids=["missing", "empty", "garbage", "broken-cert", "key", "cert-and-key", "public-key"],
+)
 def test_bad_ca_bundle_is_an_input_error(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes | None
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes | str | None, says: str
 ) -> None:
     path = tmp_path / "ca.crt"
-    if content is not None:
+    if content in ("key", "cert+key"):
+        from webhook.certs import write_certs
+
+        made = write_certs(tmp_path / "made", "karta-webhook", "karta-system")
+        key = made.ca_key.read_bytes()
+        content = key if content == "key" else made.ca_cert.read_bytes() + key
+    if isinstance(content, bytes):
         path.write_bytes(content)
     code, docs, err = run(capsys, "--ca-bundle", str(path))
     assert code == 2 and not docs
-    assert str(path) in err and "Traceback" not in err
+    assert f"--ca-bundle {path}" in err and says in err, err
+    assert "Traceback" not in err
+    if isinstance(content, bytes) and b"PRIVATE KEY" in content:  # never echoed
+        assert content.decode().splitlines()[1] not in err
+
+
+def test_url_puts_the_address_in_client_config(capsys: pytest.CaptureFixture[str]) -> None:
+    code, (mwc, vwc), _ = run(capsys, "--url", "https://127.0.0.1:9443/")
+    assert code == 0
+    configs = [h["clientConfig"] for h in [*mwc["webhooks"], *vwc["webhooks"]]]
+    assert [c["url"] for c in configs] == [
+        "https://127.0.0.1:9443/mutate",
+        "https://127.0.0.1:9443/mutate",
+        "https://127.0.0.1:9443/validate",
+    ]
+    assert not any("service" in c for c in configs)
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://127.0.0.1:9443", "https only"),
+        ("https://:9443", "no host"),
+        ("https://u:p@127.0.0.1:9443", "no user info"),
+        ("https://127.0.0.1:9443?x=1", "no query or fragment"),
+        ("https://127.0.0.1:9443#f", "no query or fragment"),
+        ("https://127.0.0.1:9443/mutate", "base URL only"),
+        ("https://127.0.0.1:99999", "not a URL"),
+    ],
+)
+def test_bad_url_is_an_input_error_naming_the_flag(
+    capsys: pytest.CaptureFixture[str], url: str, says: str
+) -> None:
+    code, docs, err = run(capsys, "--url", url)
+    assert code == 2 and not docs
+    assert err.startswith(f"karta-webhook: --url {url!r}") and says in err, err
 
 
 def test_manifests_takes_operations_from_a_policy(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]

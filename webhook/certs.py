@@ -50,6 +50,7 @@ __all__ = [
     "cert_fingerprint",
     "cert_sans",
     "ensure_dev_certs",
+    "read_ca_bundle",
     "service_dns_names",
     "write_certs",
 ]
@@ -292,6 +293,37 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 # ---------------------------------------------------------------------------------------------
 # reading and checking what is on disk
+
+_PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----")
+
+
+def read_ca_bundle(path: Path) -> bytes:
+    """The bytes of ``path`` when it is a CA bundle: one or more PEM certificates and nothing
+    else (a ``caBundle`` that holds a private key publishes it in a cluster-wide object; one
+    that holds garbage makes every call of the webhook fail its TLS check). Raises
+    :class:`CertError` naming the file and what is wrong."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise CertError(f"{path}: cannot read: {e.strerror or e}") from e
+    blocks = [m.group(1).decode("ascii") for m in _PEM_BLOCK.finditer(data)]
+    keys = [b for b in blocks if "PRIVATE KEY" in b]
+    if keys:
+        raise CertError(
+            f"{path}: holds a private key ({keys[0]}); a CA bundle is certificates only"
+        )
+    others = sorted({b for b in blocks if b != "CERTIFICATE"})
+    if others:
+        raise CertError(f"{path}: holds {', '.join(others)}; a CA bundle is certificates only")
+    if not blocks:
+        raise CertError(f"{path}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it")
+    try:
+        certs = x509.load_pem_x509_certificates(data)
+    except ValueError as e:
+        raise CertError(f"{path}: not a valid PEM certificate bundle: {e}") from e
+    if len(certs) != len(blocks):
+        raise CertError(f"{path}: {len(blocks)} PEM blocks but {len(certs)} certificates")
+    return data
 
 
 def _load_cert(path: Path) -> x509.Certificate:

@@ -223,22 +223,25 @@ def _suite_label(s: suite.Suite, base: Path, count: int) -> str:
 
 
 def cmd_manifests(args: argparse.Namespace) -> int:
-    """manifests [--namespace NS] [--ca-bundle FILE]: the webhook configurations for the
-    bundled catalog, with the rules the server's keeper would compute."""
-    from webhook.errors import InputError
-    from webhook.manifests import webhook_configurations
+    """manifests [--namespace NS] [--ca-bundle FILE] [--url URL]: the webhook configurations
+    for the bundled catalog, with the rules the server's keeper would compute."""
+    from webhook.certs import CertError, read_ca_bundle
+    from webhook.manifests import check_webhook_url, webhook_configurations
 
+    url = check_webhook_url(args.url) if args.url is not None else None
     ca = None
     if args.ca_bundle:
         try:
-            ca = Path(args.ca_bundle).read_bytes()
-        except OSError as e:
-            raise InputError(f"{args.ca_bundle}: cannot read: {e.strerror or e}") from e
-        if not ca.strip():
-            raise InputError(f"{args.ca_bundle}: empty CA bundle")
+            ca = read_ca_bundle(Path(args.ca_bundle))
+        except CertError as e:
+            raise InputError(f"--ca-bundle {e}") from e
     operations = load_policy(args.policy).operations if args.policy else ("CREATE",)
     docs = webhook_configurations(
-        load_registry().kinds(), namespace=args.namespace, ca_bundle=ca, operations=operations
+        load_registry().kinds(),
+        namespace=args.namespace,
+        ca_bundle=ca,
+        operations=operations,
+        url=url,
     )
     sys.stdout.write(_dump_yaml(docs))
     return EXIT_OK
@@ -339,7 +342,17 @@ def build_parser() -> argparse.ArgumentParser:
         "manifests", help="print the webhook configurations for the bundled catalog"
     )
     mf.add_argument("--namespace", default="karta-system", metavar="NS")
-    mf.add_argument("--ca-bundle", metavar="FILE")
+    mf.add_argument(
+        "--ca-bundle",
+        metavar="FILE",
+        help="PEM certificates the API server trusts for the webhook (becomes caBundle)",
+    )
+    mf.add_argument(
+        "--url",
+        metavar="https://HOST:PORT",
+        help="call a webhook run outside the cluster at this address (clientConfig.url) "
+        "instead of the Service; for developing against a cluster",
+    )
     mf.add_argument(
         "--policy",
         metavar="FILE",

@@ -11,8 +11,10 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 from webhook.definitions import GROUP, VERSION, is_karta_kind
+from webhook.errors import InputError
 from webhook.gvk import GVK
 from webhook.limits import WEBHOOK_TIMEOUT_SECONDS
 
@@ -95,14 +97,48 @@ def webhook_rules(
     return rules
 
 
+def check_webhook_url(url: str, flag: str = "--url") -> str:
+    """``url`` when the API server would take it as the base of a webhook's ``clientConfig.url``
+    (``https://HOST[:PORT]``: https, a host, no user info, query or fragment; ``/mutate`` and
+    ``/validate`` are appended), without a trailing slash. Raises :class:`InputError` naming
+    ``flag``."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:
+        raise InputError(f"{flag} {url!r}: not a URL: {e}") from e
+    problem = None
+    if parts.scheme != "https":
+        problem = "the API server calls webhooks over https only"
+    elif not parts.hostname:
+        problem = "no host"
+    elif parts.username is not None or parts.password is not None:
+        problem = "no user info allowed"
+    elif parts.query or parts.fragment or url.endswith(("?", "#")):
+        problem = "no query or fragment allowed"
+    elif parts.path not in ("", "/"):
+        problem = "give the base URL only: /mutate and /validate are appended"
+    elif port == 0:
+        problem = "port 0"
+    if problem:
+        raise InputError(f"{flag} {url!r}: {problem} (want https://HOST:PORT)")
+    return url.rstrip("/")
+
+
 def encode_ca_bundle(pem: bytes | None) -> str | None:
     return base64.b64encode(pem).decode("ascii") if pem else None
 
 
-def _client_config(namespace: str, path: str, ca_bundle: str | None) -> dict[str, Any]:
-    config: dict[str, Any] = {
-        "service": {"name": NAME, "namespace": namespace, "path": path, "port": 443}
-    }
+def _client_config(
+    namespace: str, path: str, ca_bundle: str | None, url: str | None = None
+) -> dict[str, Any]:
+    """The Service in ``namespace`` (port 443), or with ``url`` (``https://HOST:PORT``, a
+    webhook run outside the cluster) that URL with ``path`` appended."""
+    config: dict[str, Any] = (
+        {"url": url.rstrip("/") + path}
+        if url
+        else {"service": {"name": NAME, "namespace": namespace, "path": path, "port": 443}}
+    )
     if ca_bundle:
         config["caBundle"] = ca_bundle
     return config
@@ -144,6 +180,7 @@ def mutating_webhook_configuration(
     *,
     namespace: str = DEFAULT_NAMESPACE,
     ca_bundle: str | None = None,
+    url: str | None = None,
 ) -> dict[str, Any]:
     """The MutatingWebhookConfiguration: workloads (``rules``, failurePolicy Ignore, our own
     namespace and kube-system excluded) and Kartas (stamps the index labels)."""
@@ -153,7 +190,7 @@ def mutating_webhook_configuration(
         "failurePolicy": "Ignore",
         "reinvocationPolicy": "IfNeeded",
         "matchPolicy": "Equivalent",
-        "clientConfig": _client_config(namespace, "/mutate", ca_bundle),
+        "clientConfig": _client_config(namespace, "/mutate", ca_bundle, url),
         "namespaceSelector": {
             "matchExpressions": [
                 {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": excluded}
@@ -166,14 +203,14 @@ def mutating_webhook_configuration(
         "failurePolicy": "Ignore",
         "reinvocationPolicy": "Never",
         "matchPolicy": "Equivalent",
-        "clientConfig": _client_config(namespace, "/mutate", ca_bundle),
+        "clientConfig": _client_config(namespace, "/mutate", ca_bundle, url),
         "rules": _karta_rules(),
     }
     return _configuration("MutatingWebhookConfiguration", [workloads, kartas])
 
 
 def validating_webhook_configuration(
-    *, namespace: str = DEFAULT_NAMESPACE, ca_bundle: str | None = None
+    *, namespace: str = DEFAULT_NAMESPACE, ca_bundle: str | None = None, url: str | None = None
 ) -> dict[str, Any]:
     """The ValidatingWebhookConfiguration: rejects Kartas the server could not use
     (failurePolicy Fail: a definition nobody checked must not slip in)."""
@@ -181,7 +218,7 @@ def validating_webhook_configuration(
         **_common(KARTA_WEBHOOK),
         "failurePolicy": "Fail",
         "matchPolicy": "Equivalent",
-        "clientConfig": _client_config(namespace, "/validate", ca_bundle),
+        "clientConfig": _client_config(namespace, "/validate", ca_bundle, url),
         "rules": _karta_rules(),
     }
     return _configuration("ValidatingWebhookConfiguration", [hook])
@@ -200,11 +237,13 @@ def webhook_configurations(
     namespace: str = DEFAULT_NAMESPACE,
     ca_bundle: bytes | None = None,
     operations: Iterable[str] = ("CREATE",),
+    url: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Both configurations for ``kinds`` (what ``karta-webhook manifests`` prints)."""
+    """Both configurations for ``kinds`` (what ``karta-webhook manifests`` prints); ``url``
+    (``https://HOST:PORT``) calls a webhook run outside the cluster instead of the Service."""
     ca = encode_ca_bundle(ca_bundle)
     rules = catalog_rules(kinds, operations)
     return [
-        mutating_webhook_configuration(rules, namespace=namespace, ca_bundle=ca),
-        validating_webhook_configuration(namespace=namespace, ca_bundle=ca),
+        mutating_webhook_configuration(rules, namespace=namespace, ca_bundle=ca, url=url),
+        validating_webhook_configuration(namespace=namespace, ca_bundle=ca, url=url),
     ]

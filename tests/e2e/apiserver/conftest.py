@@ -1,0 +1,109 @@
+"""Fixtures of the end-to-end suite against a real kube-apiserver (see ``kapi.py``).
+
+One control plane for the whole run (``plane``), a fresh namespace per test (``ns``), and the
+CRDs: Karta's own from ``manifests/base`` and the workload kinds' real CRDs
+(``workload_crds``). In CI (``CI`` set) a control plane that is not built is a failure, never a
+skip; elsewhere the skip says how to build it. When a test fails, the summary names the folder
+with the apiserver's, etcd's and the webhook servers' logs (pytest keeps the last three runs).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kapi
+import pytest
+import yaml
+
+_run_dirs: list[Path] = []
+
+KARTA_CRD = kapi.ROOT / "manifests" / "base" / "crd-kartas.yaml"
+OWN_CRDS = kapi.ROOT / "tests" / "crds"
+
+
+@pytest.fixture(scope="session")
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kapi.ControlPlane]:
+    try:
+        tools = kapi.tools_dir()
+        kapi.kubectl_binary()
+    except kapi.ToolsMissing as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI: {e}", pytrace=False)
+        pytest.skip(str(e))
+    d = tmp_path_factory.mktemp("kapi")
+    _run_dirs.append(d.parent)
+    p = kapi.start(d, tools)
+    try:
+        p.apply(KARTA_CRD.read_text())
+        p.wait_established("kartas.run.ai")
+        yield p
+    finally:
+        p.stop()
+
+
+@pytest.fixture
+def ns(plane: kapi.ControlPlane) -> str:
+    """A new namespace for this test (no namespace controller runs: never waited for)."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    plane.kubectl("create", "namespace", name)
+    return name
+
+
+def workload_crd_files(tmp: Path) -> list[Path]:
+    """The workload kinds' CRDs from their projects' Go modules (``hack/workload-crds.sh``),
+    then ours in ``tests/crds`` for a kind no module gives."""
+    out = tmp / "workload-crds"
+    script = kapi.ROOT / "hack" / "workload-crds.sh"
+    files: list[Path] = []
+    if script.is_file():
+        res = subprocess.run(
+            ["bash", str(script), str(out)], capture_output=True, text=True, check=False
+        )
+        if res.returncode != 0:
+            raise AssertionError(f"hack/workload-crds.sh failed:\n{res.stderr}{res.stdout}")
+        files = sorted(out.glob("*.yaml"))
+    return files
+
+
+def crd_names(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (d["metadata"]["name"], d)
+        for d in yaml.safe_load_all(path.read_text())
+        if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"
+    ]
+
+
+@pytest.fixture(scope="session")
+def workload_crds(
+    plane: kapi.ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    """Install every workload CRD we have (modules first, ours for the rest); returns where
+    each CRD came from, by CRD name."""
+    source: dict[str, str] = {}
+    docs: list[dict[str, Any]] = []
+    for path in workload_crd_files(tmp_path_factory.mktemp("crds")):
+        for name, doc in crd_names(path):
+            if name not in source:
+                source[name] = f"module: {path.name}"
+                docs.append(doc)
+    for path in sorted(OWN_CRDS.glob("*.yaml")):
+        for name, doc in crd_names(path):
+            if name not in source:
+                source[name] = f"tests/crds: {path.name}"
+                docs.append(doc)
+    for doc in docs:  # one by one: server-side, since some are too large for last-applied
+        plane.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(doc))
+    plane.wait_established(*source)
+    return source
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _run_dirs and terminalreporter.stats.get("failed"):
+        terminalreporter.write_line(
+            f"apiserver e2e: control-plane and webhook logs under {_run_dirs[0]}"
+        )
