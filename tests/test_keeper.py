@@ -204,6 +204,23 @@ def test_keeper_writes_only_while_leading(fake: FakeAPI, tmp_path: Path) -> None
     assert fake.seen("PUT", MWC) == puts
 
 
+def test_keeper_looks_again_at_the_next_tick_for_a_configuration_not_there_yet(
+    fake: FakeAPI,
+) -> None:
+    """The server can start before `kubectl apply` of the manifests reaches the webhook
+    configurations: the leader looks again at its next tick, not at the next resync (found
+    against the real API server, where that meant 5 minutes without a caBundle)."""
+    keeper = WebhookConfigKeeper(trainer_state(), fake.api(), elector=None)
+    keeper.step()  # first reconcile: both configurations missing
+    assert fake.seen("GET", MWC) == 1 and fake.seen("PUT", MWC) == 0
+    install_configs(fake)
+    keeper.step()
+    assert fake.seen("PUT", MWC) == 1
+    assert fake.objects[MWC]["webhooks"][0]["rules"][0]["resources"] == ["trainerz"]
+    keeper.step()  # in line now: nothing is read again until something changes
+    assert fake.seen("GET", MWC) == 2
+
+
 def test_keeper_retries_on_conflict(fake: FakeAPI) -> None:
     install_configs(fake)
     api = fake.api()
