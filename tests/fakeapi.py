@@ -197,7 +197,7 @@ class FakeAPI:
         if method == "PATCH" and path.startswith(KARTAS + "/") and path.endswith("/status"):
             return self.patch_status(h, path, body)
         if path == KARTAS:
-            items = [copy.deepcopy(k) for _, k in sorted(self.kartas.items())]
+            items = [_as_list_item(k) for _, k in sorted(self.kartas.items())]
             return h._send(
                 200,
                 {
@@ -239,7 +239,7 @@ class FakeAPI:
         if start + limit < len(names):
             meta["continue"] = str(start + limit)
             meta["remainingItemCount"] = len(names) - start - limit
-        items = [copy.deepcopy(objects[n]) for n in page]
+        items = [_as_list_item(objects[n]) for n in page]
         return {"apiVersion": api_version, "kind": list_kind, "metadata": meta, "items": items}
 
     def patch_status(self, h: Any, path: str, body: Any) -> None:
@@ -540,3 +540,12 @@ def install_crds(fake: FakeAPI, *crds: dict) -> None:
         "CustomResourceDefinitionList",
         {c["metadata"]["name"]: c for c in crds},
     )
+
+
+def _as_list_item(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object as the API server puts it in a list: without kind and apiVersion (the list
+    says them once; found against the real API server, where the CRD sync read no CRD)."""
+    item = copy.deepcopy(obj)
+    item.pop("kind", None)
+    item.pop("apiVersion", None)
+    return item

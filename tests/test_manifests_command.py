@@ -149,3 +149,38 @@ def test_manifests_takes_operations_from_a_policy(tmp_path, capsys) -> None:  # 
     mwc = next(_yaml.safe_load_all(capsys.readouterr().out))
     workloads = next(h for h in mwc["webhooks"] if h["name"] == "workloads.karta-webhook.run.ai")
     assert all(r["operations"] == ["CREATE", "UPDATE"] for r in workloads["rules"])
+
+
+def test_catalog_prints_the_bundled_definitions_as_kartas(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, docs, err = run(capsys, "--catalog")
+    assert code == 0 and not err
+    kinds = [d["kind"] for d in docs]
+    assert kinds[:2] == ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
+    kartas = docs[2:]
+    files = sorted((ROOT / "catalog").glob("*.yaml"))
+    assert len(kartas) == len(files) and set(kinds[2:]) == {"Karta"}
+    for path, karta in zip(files, kartas, strict=True):
+        original = yaml.safe_load(path.read_text())
+        assert karta["spec"] == original["spec"]
+        assert karta["metadata"]["name"] == original["metadata"]["name"]
+        assert karta["metadata"]["labels"]["app.kubernetes.io/part-of"] == "karta-webhook"
+
+
+@pytest.mark.parametrize(("text", "value"), [("true", True), ("false", False), ("False", False)])
+def test_serve_manage_webhooks_takes_true_or_false(text: str, value: bool) -> None:
+    from webhook.cli import build_parser
+
+    args = build_parser().parse_args(["serve", f"--manage-webhooks={text}"])
+    assert args.manage_webhooks is value
+    assert build_parser().parse_args(["serve"]).manage_webhooks is True
+
+
+def test_serve_manage_webhooks_refuses_anything_else(capsys: pytest.CaptureFixture[str]) -> None:
+    from webhook.cli import build_parser
+
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["serve", "--manage-webhooks=maybe"])
+    assert e.value.code == 2
+    assert "--manage-webhooks: 'maybe' is not true or false" in capsys.readouterr().err

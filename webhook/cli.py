@@ -236,15 +236,38 @@ def cmd_manifests(args: argparse.Namespace) -> int:
         except CertError as e:
             raise InputError(f"--ca-bundle {e}") from e
     operations = load_policy(args.policy).operations if args.policy else ("CREATE",)
-    docs = webhook_configurations(
+    docs: list[Any] = webhook_configurations(
         load_registry().kinds(),
         namespace=args.namespace,
         ca_bundle=ca,
         operations=operations,
         url=url,
     )
+    if args.catalog:
+        docs.extend(catalog_kartas())
     sys.stdout.write(_dump_yaml(docs))
     return EXIT_OK
+
+
+def catalog_kartas() -> list[dict[str, Any]]:
+    """The bundled definitions as Karta objects to apply (``manifests --catalog``), each
+    labelled as part of karta-webhook, in file order. In a cluster they take the place of the
+    built-in copies (the cluster's definition wins for its kind), so ``kubectl get kartas``
+    shows what the webhook uses and the leader writes their status conditions."""
+    from webhook.definitions import catalog_dir
+    from webhook.manifests import LABELS
+
+    out = []
+    for path in sorted(catalog_dir().glob("*.yaml")):
+        for _, doc in read_documents(path):
+            if isinstance(doc, dict) and is_karta(doc):
+                meta = doc.setdefault("metadata", {})
+                meta["labels"] = {
+                    **(meta.get("labels") or {}),
+                    "app.kubernetes.io/part-of": LABELS["app.kubernetes.io/part-of"],
+                }
+                out.append(doc)
+    return out
 
 
 # --------------------------------------------------------------------------- main
@@ -352,6 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="https://HOST:PORT",
         help="call a webhook run outside the cluster at this address (clientConfig.url) "
         "instead of the Service; for developing against a cluster",
+    )
+    mf.add_argument(
+        "--catalog",
+        action="store_true",
+        help="also print the bundled definitions as Karta objects, so that `kubectl get "
+        "kartas` shows them with their status",
     )
     mf.add_argument(
         "--policy",

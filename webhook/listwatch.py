@@ -44,6 +44,14 @@ def resource_version(obj: Mapping[str, Any]) -> str:
     return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
 
 
+def _item_type(page: Mapping[str, Any]) -> tuple[str, str]:
+    """The kind and apiVersion of a list's items: ``JobSetList`` holds ``JobSet``s."""
+    kind = page.get("kind")
+    api_version = page.get("apiVersion")
+    item_kind = kind[: -len("List")] if isinstance(kind, str) and kind.endswith("List") else ""
+    return item_kind, api_version if isinstance(api_version, str) else ""
+
+
 class ListWatch(Daemon, Generic[T]):
     """List+watch ``/apis/<group>/<version>/<plural>`` (cluster-wide) into :attr:`items`, a map
     from object name to what :meth:`digest` keeps of it; :meth:`publish` after every change.
@@ -169,7 +177,14 @@ class ListWatch(Daemon, Generic[T]):
             if cont:
                 query.append(("continue", cont))
             page = request(self.api, "GET", self.path, query=query)
+            kind, api_version = _item_type(page)
             for obj in page.get("items") or []:
+                if isinstance(obj, dict):
+                    # The API server leaves kind and apiVersion off a list's items (the list
+                    # says them once); put them back, as client-go's decoder does, so an item
+                    # reads like the same object from a GET or a watch event.
+                    obj.setdefault("kind", kind)
+                    obj.setdefault("apiVersion", api_version)
                 name = object_name(obj) if isinstance(obj, dict) else ""
                 if name:
                     value = self.digest(name, obj, before.get(name))

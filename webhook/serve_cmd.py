@@ -100,7 +100,21 @@ def add_parser(sub: Any, catalog: Callable[[argparse.ArgumentParser], None]) -> 
         help="live objects of a Karta's root kind the validating webhook reads from the "
         f"cluster and checks the definition against (default {LIVE_SAMPLES}, 0: none)",
     )
+    s.add_argument(
+        "--manage-webhooks",
+        type=_true_or_false,
+        default=True,
+        metavar="true|false",
+        help="the leader keeps the rules and caBundle of the webhook configurations "
+        "(default true); false leaves them to GitOps, cert-manager or you",
+    )
     s.set_defaults(func=cmd_serve)
+
+
+def _true_or_false(text: str) -> bool:
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
 
 
 def _prepare_metrics_dir() -> None:
@@ -178,8 +192,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     worker_start = (
         []
         if args.no_kube
-        else [serving.cluster_start(args.kubeconfig, cert, live_samples=args.live_samples)]
+        else [
+            serving.cluster_start(
+                args.kubeconfig,
+                cert,
+                live_samples=args.live_samples,
+                manage_webhooks=args.manage_webhooks,
+            )
+        ]
     )
+    if not args.no_kube and not args.manage_webhooks:
+        serving.log.info(
+            "--manage-webhooks=false: the webhook configurations are left as they are "
+            "(no rule or caBundle writes); keep them in line yourself",
+            extra={"fields": {"event": "webhooks.unmanaged"}},
+        )
     try:
         return serving.run(
             state,

@@ -80,13 +80,18 @@ def raise_open_files(want: int) -> int:
 
 
 def cluster_start(
-    kubeconfig: str | None, certfile: Path, *, live_samples: int = LIVE_SAMPLES
+    kubeconfig: str | None,
+    certfile: Path,
+    *,
+    live_samples: int = LIVE_SAMPLES,
+    manage_webhooks: bool = True,
 ) -> WorkerStart:
     """The per-worker start of the cluster side (:func:`webhook.kube.start`).
 
     The ``ca.crt`` beside the serving certificate, when there is one (the mounted Secret, or
     ``karta-webhook certs`` output), is what the keeper publishes as ``caBundle``;
-    ``live_samples`` is how many live objects ``/validate`` reads (0: none).
+    ``live_samples`` is how many live objects ``/validate`` reads (0: none);
+    ``manage_webhooks`` false leaves the webhook configurations to someone else (GitOps).
     """
     from webhook import kube
     from webhook.certs import CA_CERT_FILE
@@ -97,6 +102,7 @@ def cluster_start(
         kubeconfig=kubeconfig,
         ca_file=ca_file if ca_file.is_file() else None,
         live_samples=live_samples,
+        keep_webhooks=manage_webhooks,
     )
 
 

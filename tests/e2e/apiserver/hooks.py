@@ -144,11 +144,18 @@ def start_webhook(
 
 
 def configurations(
-    hook: Webhook, *, policy: Path | None = None, failure_policy: str | None = None
+    hook: Webhook,
+    *,
+    policy: Path | None = None,
+    failure_policy: str | None = None,
+    namespace: str | None = None,
 ) -> list[dict[str, Any]]:
-    """What ``karta-webhook manifests --url`` prints for ``hook`` (its CA as caBundle), with
-    the workloads webhook's failurePolicy changed when asked."""
+    """What ``karta-webhook manifests --url`` prints for ``hook`` (its CA as caBundle; with
+    ``namespace``, the namespace it excludes beside kube-system), with the workloads webhook's
+    failurePolicy changed when asked."""
     args = ["manifests", f"--url={hook.url}", f"--ca-bundle={hook.ca}"]
+    if namespace is not None:
+        args.append(f"--namespace={namespace}")
     if policy is not None:
         args.append(f"--policy={policy}")
     docs = list(yaml.safe_load_all(karta(*args)))
