@@ -41,6 +41,19 @@ def _review(obj: dict[str, Any], operation: str) -> Any:
     )
 
 
+def test_an_object_being_deleted_is_left_alone() -> None:
+    """An UPDATE that removes the last finalizer of a JobSet being deleted gets no patch."""
+    obj = sample(*JOBSET_SAMPLE)
+    both = parse_policy(
+        {"operations": ["CREATE", "UPDATE"], "rules": [{"name": "r", "labels": {"a": "1"}}]}
+    )
+    assert handlers.mutate(_review(obj, "UPDATE"), REGISTRY, both, ENGINE).response.patch
+    obj["metadata"]["deletionTimestamp"] = "2026-12-04T10:00:00Z"
+    obj["metadata"]["finalizers"] = []
+    r = handlers.mutate(_review(obj, "UPDATE"), REGISTRY, both, ENGINE)
+    assert r.response.allowed and r.response.patch is None and r.outcome == "skipped"
+
+
 def test_kind_without_definition_is_left_alone() -> None:
     obj = {"apiVersion": "example.com/v1", "kind": "Unknown", "metadata": {"name": "u"}}
     assert mutate_object(REGISTRY, policy(labels={"a": "b"}), obj, ENGINE) is None

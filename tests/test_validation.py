@@ -227,6 +227,13 @@ def test_root_needs_full_kind(kind: Any) -> None:
     )
 
 
+@pytest.mark.parametrize("core", ["ReplicationController", "PodTemplate", "Pod"])
+def test_an_empty_group_is_the_core_group_for_any_core_kind(core: str) -> None:
+    d = base()
+    root(d)["kind"] = {"group": "", "version": "v1", "kind": core}
+    assert not errors_at(run(d, []), f"{ROOT}.kind")
+
+
 def test_root_may_have_empty_group_for_pod_with_template_dot() -> None:
     d = {
         "apiVersion": "run.ai/v1alpha1",

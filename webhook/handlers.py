@@ -115,6 +115,10 @@ def mutate(req: Request, registry: Registry, policy: Policy, engine: Engine) -> 
     karta = registry.lookup(gvk)
     if karta is None or req.operation not in policy.operations:
         return Result(resp, kind, "skipped")
+    if _being_deleted(obj):
+        # An UPDATE of an object being deleted (a controller removing its finalizer) is left
+        # alone: its pods are going, and a patch could only stand in the way of the delete.
+        return Result(resp, kind, "skipped")
     try:
         m = mutate_with(karta, policy, obj, engine)
     except Exception as e:  # a definition meeting an object it cannot read
@@ -133,6 +137,11 @@ def mutate(req: Request, registry: Registry, policy: Policy, engine: Engine) -> 
     outcome = "patched" if m.ops else "unchanged"
     failure = m.failures[0][0] if m.failures else None
     return Result(resp, kind, outcome, len(m.ops), failure=failure)
+
+
+def _being_deleted(obj: Mapping[str, Any]) -> bool:
+    meta = obj.get("metadata")
+    return isinstance(meta, Mapping) and bool(meta.get("deletionTimestamp"))
 
 
 def _not_mutated(

@@ -57,10 +57,26 @@ def _names(k: Karta, out: Findings) -> bool:
     return ok
 
 
+#: The kinds of the core API group (``group: ""``), where an empty group is the full kind; for
+#: any other kind an empty group is a group left out.
+CORE_KINDS = frozenset(
+    {
+        "Binding", "ComponentStatus", "ConfigMap", "Endpoints", "Event", "LimitRange",
+        "Namespace", "Node", "PersistentVolume", "PersistentVolumeClaim", "Pod", "PodTemplate",
+        "ReplicationController", "ResourceQuota", "Secret", "Service", "ServiceAccount",
+    }
+)  # fmt: skip
+
+
 def _root(root: Component, out: Findings) -> None:
     rp = root.field_path
     kind = root.kind
-    if kind is None or not kind.version or not kind.kind or (not kind.group and kind.kind != "Pod"):
+    if (
+        kind is None
+        or not kind.version
+        or not kind.kind
+        or (not kind.group and kind.kind not in CORE_KINDS)
+    ):
         out.err(join_path(rp, "kind"), "root component must have full kind (group, version, kind)")
     if root.owner_ref:
         out.err(join_path(rp, "ownerRef"), "root component cannot have owner ref")

@@ -289,6 +289,11 @@ def _stamped(template: dict[str, Any]) -> bool:
     )
 
 
+QUEUE_LABEL_OF_FIRST_TEMPLATE = (
+    "/spec/replicatedJobs/0/template/spec/template/metadata/labels/kai.scheduler~1queue"
+)
+
+
 def test_update_is_mutated_when_the_policy_asks(
     plane: kapi.ControlPlane, mutating: Webhook, ns: str
 ) -> None:
@@ -300,7 +305,7 @@ def test_update_is_mutated_when_the_policy_asks(
         "patch", "jobset", "upd", "-n", ns, "--type=json",
         "-p", json.dumps([{
             "op": "remove",
-            "path": "/spec/replicatedJobs/0/template/spec/template/metadata/labels/kai.scheduler~1queue",
+            "path": QUEUE_LABEL_OF_FIRST_TEMPLATE,
         }]),
     )  # fmt: skip
     js = plane.get_json("jobset", "upd", "-n", ns)
@@ -422,3 +427,38 @@ def _annotating_policy(name: str, namespace: str) -> list[dict[str, Any]]:
             },
         },
     ]
+
+
+def test_an_object_being_deleted_is_left_alone(
+    plane: kapi.ControlPlane, mutating: Webhook, ns: str
+) -> None:
+    """The UPDATE that removes the last finalizer of a JobSet being deleted (and, with it, a
+    label the policy would put back on a live JobSet) is not mutated: the API server's audit
+    annotations of that request say our webhook ran and changed nothing; the JobSet goes."""
+    js = _jobset("leaving", ns)
+    js["metadata"]["finalizers"] = ["example.com/hold"]
+    plane.apply([js])
+    plane.kubectl("delete", "jobset", "leaving", "-n", ns, "--wait=false")
+    stored = plane.get_json("jobset", "leaving", "-n", ns)
+    assert stored["metadata"].get("deletionTimestamp")
+    plane.kubectl(
+        "patch", "jobset", "leaving", "-n", ns, "--type=json",
+        "-p", json.dumps([
+            {"op": "remove", "path": "/metadata/finalizers"},
+            # What an UPDATE of a live JobSet gets back (test_update_is_mutated_...):
+            {"op": "remove", "path": QUEUE_LABEL_OF_FIRST_TEMPLATE},
+        ]),
+    )  # fmt: skip
+    assert plane.kubectl("get", "jobset", "leaving", "-n", ns, check=False).returncode != 0
+    deadline = time.monotonic() + 10
+    ours: list[dict[str, Any]] = []
+    while not ours and time.monotonic() < deadline:
+        for e in _audit_events(plane, "leaving", ns):
+            if e.get("verb") == "patch" and e.get("stage") == "ResponseComplete":
+                ours = [
+                    json.loads(v)
+                    for k, v in (e.get("annotations") or {}).items()
+                    if k.startswith("mutation.webhook.admission.k8s.io/")
+                ]
+        time.sleep(0.2)
+    assert ours and not any(a["mutated"] for a in ours), ours
