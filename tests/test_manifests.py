@@ -1,9 +1,9 @@
 """The kustomize manifests: valid for Kubernetes 1.31, secure, and wired together correctly.
 
 The kustomizations are built with a tiny in-Python subset of kustomize (resources, namespace,
-strategic-merge patches of maps). When ``kubectl`` (with its built-in kustomize) or
-``kustomize`` is installed, the real build is run as well and must produce the same objects, so
-the subset cannot drift from what ``kubectl apply -k`` does.
+strategic-merge patches of maps, replacement transformers). When ``kubectl`` (with its
+built-in kustomize) or ``kustomize`` is installed, the real build is run as well and must
+produce the same objects, so the subset cannot drift from what ``kubectl apply -k`` does.
 """
 
 from __future__ import annotations
@@ -78,10 +78,72 @@ def _set_namespace(obj: Obj, namespace: str) -> None:
                 service["namespace"] = namespace
 
 
+_PATH_PART = re.compile(r"\[[^\]]*\]|[^.\[]+")
+
+
+def _step(node: Any, part: str) -> tuple[Any, Any]:
+    """The container and key that one part of a kustomize field path names in ``node``:
+    ``name``, ``[dotted.key]``, ``[field=value]`` (the list item with it), ``3`` (an index)."""
+    if part.startswith("["):
+        inner = part[1:-1]
+        if "=" in inner:
+            key, value = inner.split("=", 1)
+            (index,) = [i for i, item in enumerate(node) if item.get(key) == value]
+            return node, index
+        return node, inner
+    return node, int(part) if isinstance(node, list) else part
+
+
+def _locate(obj: Obj, field_path: str) -> tuple[Any, Any]:
+    node: Any = obj
+    *parents, last = _PATH_PART.findall(field_path)
+    for part in parents:
+        container, key = _step(node, part)
+        node = container[key]
+    return _step(node, last)
+
+
+def _selected(obj: Obj, select: Obj) -> bool:
+    assert set(select) <= {"kind", "name", "annotationSelector", "fieldPath"}, select
+    if select.get("kind", obj["kind"]) != obj["kind"]:
+        return False
+    if select.get("name", obj["metadata"]["name"]) != obj["metadata"]["name"]:
+        return False
+    if "annotationSelector" in select:  # "key" (exists) or "key=value"
+        key, _, value = select["annotationSelector"].partition("=")
+        annotations = obj["metadata"].get("annotations") or {}
+        return key in annotations and (not value or annotations[key] == value)
+    return True
+
+
+def _replace(objects: list[Obj], config: Obj) -> None:
+    """A ``ReplacementTransformer`` (the subset used: whole values, or one part of a value
+    split at a delimiter)."""
+    assert (config["apiVersion"], config["kind"]) == ("builtin", "ReplacementTransformer")
+    for replacement in config["replacements"]:
+        source = replacement["source"]
+        (origin,) = [o for o in objects if _selected(o, source)]
+        container, key = _locate(origin, source["fieldPath"])
+        value = container[key]
+        for target in replacement["targets"]:
+            options = target.get("options", {})
+            assert set(options) <= {"delimiter", "index"}, options
+            for obj in (o for o in objects if _selected(o, target["select"])):
+                for field_path in target["fieldPaths"]:
+                    container, key = _locate(obj, field_path)
+                    new = value
+                    if "delimiter" in options:
+                        parts = container[key].split(options["delimiter"])
+                        parts[options.get("index", 0)] = value
+                        new = options["delimiter"].join(parts)
+                    container[key] = new
+
+
 def python_build(directory: Path) -> list[Obj]:
     """``kustomize build`` for the subset of features the manifests use."""
     kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
-    unsupported = set(kustomization) - {"apiVersion", "kind", "namespace", "resources", "patches"}
+    supported = {"apiVersion", "kind", "namespace", "resources", "patches", "transformers"}
+    unsupported = set(kustomization) - supported
     assert not unsupported, f"the in-Python build does not implement {sorted(unsupported)}"
     objects: list[Obj] = []
     for entry in kustomization.get("resources", []):
@@ -96,6 +158,10 @@ def python_build(directory: Path) -> list[Obj]:
     if "namespace" in kustomization:
         for obj in objects:
             _set_namespace(obj, kustomization["namespace"])
+    for entry in kustomization.get("transformers", []):  # after the built-in ones, as kustomize
+        path = (directory / entry).resolve()
+        for config in python_build(path) if path.is_dir() else _load_docs(path):
+            _replace(objects, config)
     keys = [_key(o) for o in objects]
     assert len(keys) == len(set(keys)), "duplicate objects"
     return objects
