@@ -39,4 +39,4 @@ EXPOSE 8443
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
   CMD ["python", "-c", "import ssl, urllib.request; urllib.request.urlopen('https://127.0.0.1:8443/healthz', context=ssl._create_unverified_context(), timeout=3)"]
 ENTRYPOINT ["karta-webhook"]
-CMD ["serve"]
+CMD ["serve", "--host=0.0.0.0"]

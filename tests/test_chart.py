@@ -753,6 +753,7 @@ def test_the_deployment_arguments_are_serve_flags(helm: Helm) -> None:
         parsed = build_parser().parse_args(c["args"])
         ports = {p["name"]: p["containerPort"] for p in c["ports"]}
         assert ports == {"https": parsed.port, "metrics": parsed.metrics_port}
+        assert parsed.host == "0.0.0.0"  # reachable in the pod; the server's default is loopback
     assert parsed.manage_webhooks is False and parsed.catalog == ["/etc/karta-webhook/catalog"]
     assert parsed.live_samples == 5
 

@@ -332,6 +332,7 @@ def test_deployment_shape(deployment: Obj) -> None:
     assert container["image"] == "ghcr.io/karta-webhook/karta-webhook:0.1.0"
     assert container["args"] == [
         "serve",
+        "--host=0.0.0.0",  # the server's default is 127.0.0.1
         "--tls-cert",
         "/etc/karta-webhook/tls/tls.crt",
         "--tls-key",

@@ -243,9 +243,7 @@ def cmd_manifests(args: argparse.Namespace) -> int:
         operations=operations,
         url=url,
     )
-    if args.catalog:
-        docs.extend(catalog_kartas())
-    sys.stdout.write(_dump_yaml(docs))
+    sys.stdout.write(_dump_yaml(catalog_kartas() if args.catalog else docs))
     return EXIT_OK
 
 
@@ -379,8 +377,8 @@ def build_parser() -> argparse.ArgumentParser:
     mf.add_argument(
         "--catalog",
         action="store_true",
-        help="also print the bundled definitions as Karta objects, so that `kubectl get "
-        "kartas` shows them with their status",
+        help="print the bundled definitions as Karta objects instead (to apply, so that "
+        "`kubectl get kartas` shows them with their status)",
     )
     mf.add_argument(
         "--policy",

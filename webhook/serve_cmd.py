@@ -21,7 +21,11 @@ def _err(msg: str) -> None:
 def add_parser(sub: Any, catalog: Callable[[argparse.ArgumentParser], None]) -> None:
     """The ``serve`` subcommand on ``sub`` (``catalog`` adds the shared ``--catalog``)."""
     s = sub.add_parser("serve", help="run the admission webhooks (gunicorn, TLS)")
-    s.add_argument("--host", default="0.0.0.0")
+    s.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; the manifests pass 0.0.0.0 in a pod)",
+    )
     s.add_argument("--port", type=int, default=8443)
     s.add_argument("--tls-cert", metavar="FILE")
     s.add_argument("--tls-key", metavar="FILE")
