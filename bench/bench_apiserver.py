@@ -65,8 +65,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "e2e" / "ap
 
 import kapi  # noqa: E402
 from hooks import Webhook, configurations, register, start_webhook, wait_until  # noqa: E402
+from proctree import cpu  # noqa: E402
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 SAMPLE = ROOT / "catalog" / "samples" / "jobset.x-k8s.io-jobset-v1alpha2" / "leader-workers.yaml"
 CRD = ROOT / "tests" / "crds" / "jobset.x-k8s.io_jobsets.yaml"
 GROUP_VERSION = "jobset.x-k8s.io/v1alpha2"
@@ -255,31 +255,6 @@ def run_batch(clients: list[Client], path: str, bodies: Bodies, n: int, batch: B
 
 
 # -- CPU of processes we started
-
-
-def _tree(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
-        except OSError:
-            kids = []
-        todo.extend(int(k) for k in kids)
-    return out
-
-
-def _cpu(pid: int) -> float:
-    """CPU seconds of ``pid`` and its live descendants (and the waited-for dead ones)."""
-    total = 0.0
-    for p in _tree(pid):
-        try:
-            f = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(x) for x in f[11:15]) / CLK_TCK  # utime stime cutime cstime
-    return total
 
 
 # -- set-up checks
@@ -519,9 +494,9 @@ def main() -> None:
         def one(setup: str, c: int, n: int, rnd: int, pos: int) -> Batch:
             path = f"/apis/{GROUP_VERSION}/namespaces/{namespaces[setup]}/jobsets"
             b = Batch(setup, c, rnd, pos)
-            a0, h0, c0 = _cpu(api_pid), _cpu(hook_pid), time.process_time()
+            a0, h0, c0 = cpu(api_pid), cpu(hook_pid), time.process_time()
             run_batch(clients, path, bodies, n, b)
-            b.apiserver_cpu_s, b.webhook_cpu_s = _cpu(api_pid) - a0, _cpu(hook_pid) - h0
+            b.apiserver_cpu_s, b.webhook_cpu_s = cpu(api_pid) - a0, cpu(hook_pid) - h0
             b.client_cpu_s = time.process_time() - c0
             return b
 

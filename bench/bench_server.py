@@ -51,10 +51,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "e2e")]
 
 from helpers import JOBSET, POLICY, load, review  # noqa: E402
+from proctree import cpu  # noqa: E402
 from running import free_port, serve_env  # noqa: E402
 
 WORKERS, THREADS = 2, 4
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 #: A definition only libjq can evaluate (``limit/2`` is outside the native subset).
 LIBJQ_KARTA = """\
@@ -111,32 +111,6 @@ def _batch() -> dict[str, Any]:
 
 def _other() -> dict[str, Any]:
     return {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
-
-
-def _tree(pid: int) -> list[int]:
-    """``pid`` and all its descendants."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
-        except OSError:
-            kids = []
-        todo.extend(int(k) for k in kids)
-    return out
-
-
-def _cpu(pid: int) -> float:
-    """CPU seconds of ``pid`` and its live descendants (and the waited-for dead ones)."""
-    total = 0.0
-    for p in _tree(pid):
-        try:
-            f = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(x) for x in f[11:15]) / CLK_TCK  # utime stime cutime cstime
-    return total
 
 
 def _children_of_workers(pid: int) -> set[int]:
@@ -291,7 +265,7 @@ def main() -> None:
             for c in conns:
                 for name in bodies:
                     p, server = port.get(name, ours_port), pid.get(name, ours.pid)
-                    cpu0 = _cpu(server)
+                    cpu0 = cpu(server)
                     t0 = time.monotonic()
                     r = _wrk(p, "/mutate", tmp / f"{name.replace(' ', '-')}.json", c,
                              args.seconds, tmp / "post.lua")  # fmt: skip
@@ -301,7 +275,7 @@ def main() -> None:
                             "rps": r["requests"] / secs,
                             "p50": r["p50"],
                             "p99": r["p99"],
-                            "cpu": 1e6 * (_cpu(server) - cpu0) / max(1, r["requests"]),
+                            "cpu": 1e6 * (cpu(server) - cpu0) / max(1, r["requests"]),
                         }
                     )
                     if r["errors"]:

@@ -129,3 +129,23 @@ def assert_denied_with_field_paths(r: dict[str, Any]) -> None:
     assert "spec.structureDefinition.childComponents[1].ownerRef: " in msg
     assert "spec.structureDefinition.childComponents[0].specDefinition.podTemplateSpecPath: " in msg
     assert "; " in msg
+
+
+#: A Karta for the made-up kind of ``tests/crds/outside-catalog`` (training.example.com/v1
+#: Trainer: groups of workers, each with a pod template), as a user would write it.
+TRAINER_KARTA_YAML = """\
+apiVersion: run.ai/v1alpha1
+kind: Karta
+metadata: {name: example-trainer}
+spec:
+  structureDefinition:
+    rootComponent:
+      name: trainer
+      kind: {group: training.example.com, version: v1, kind: Trainer}
+      specDefinition:
+        podTemplateSpecPath: .spec.groups[].template
+      statusDefinition:
+        statusMappings:
+          running:
+          - byExpression: {expression: '.status.phase == "Running"', expectedResult: "true"}
+"""

@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers import TRAINER_KARTA_YAML
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "karta-webhook"
@@ -115,7 +116,7 @@ class Helm:
             capture_output=True,
             text=True,
             env=self.env,
-            timeout=120,
+            timeout=180,
             check=False,
         )
         if check and out.returncode != 0:
@@ -329,18 +330,7 @@ def test_the_policy_is_the_bases_with_its_failure_mode(
 # every value
 
 
-TRAINER_KARTA = """\
-apiVersion: run.ai/v1alpha1
-kind: Karta
-metadata: {name: example-trainer}
-spec:
-  structureDefinition:
-    rootComponent:
-      name: trainer
-      kind: {group: training.example.com, version: v1, kind: Trainer}
-      specDefinition:
-        podTemplateSpecPath: .spec.groups[].template
-"""
+TRAINER_KARTA = TRAINER_KARTA_YAML
 TRAINER_RULE = {
     "apiGroups": ["training.example.com"],
     "apiVersions": ["v1"],

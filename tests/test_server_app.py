@@ -366,6 +366,31 @@ def test_policy_change_is_picked_up_and_a_bad_one_ignored(
     assert any("reload failed" in r.getMessage() for r in caplog.records)
 
 
+def test_a_failed_reload_shows_in_the_reload_gauges(state: State, policy_file: Path) -> None:
+    """Per source, 1 while its last load succeeded, 0 once a change failed to load (the last
+    good version still serving), and when: what an alert and the dashboard read."""
+    clock = Clock()
+    client = server.create_app(state, reloader=FileReloader(state, clock=clock)).test_client()
+    success, when = "karta_webhook_config_last_reload_successful", (
+        "karta_webhook_config_last_reload_timestamp_seconds"
+    )
+    assert metric(success, source="policy") == 1 and metric(success, source="catalog") == 1
+    started = metric(when, source="policy")
+    assert started > 0
+    policy_file.write_text("rules: [{name: x, bogus: 1}]\n")
+    os.utime(policy_file, ns=(1, 1))
+    clock.now += 10
+    client.get("/healthz")
+    assert metric(success, source="policy") == 0
+    assert metric(success, source="catalog") == 1  # untouched
+    assert metric(when, source="policy") >= started
+    policy_file.write_text(POLICY)
+    os.utime(policy_file, ns=(2, 2))
+    clock.now += 10
+    client.get("/healthz")
+    assert metric(success, source="policy") == 1
+
+
 def test_reload_is_throttled(state: State, policy_file: Path) -> None:
     clock = Clock()
     client = server.create_app(state, reloader=FileReloader(state, clock=clock)).test_client()

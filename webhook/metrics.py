@@ -40,6 +40,8 @@ __all__ = [
     "DURATION",
     "MUTATION_FAILURES",
     "PATCH_OPS",
+    "RELOAD_SUCCESS",
+    "RELOAD_TIME",
     "REQUESTS",
     "child",
     "count_admission",
@@ -47,6 +49,7 @@ __all__ = [
     "mark_process_dead",
     "multiprocess_dir",
     "render",
+    "set_reload_status",
     "start_flushing",
 ]
 
@@ -80,6 +83,24 @@ MUTATION_FAILURES = Counter(
 DEFINITIONS = Gauge(
     "karta_webhook_definitions_loaded",
     "Workload definitions (Kartas) currently loaded.",
+    multiprocess_mode="livemax",
+)
+
+# Configuration health to alert on, as Prometheus' own prometheus_config_last_reload_*: per
+# file source (catalog, policy), 1 when its last load succeeded (the server then serves it),
+# 0 when it failed (the last good version stays in force), and when that was. livemin: a
+# source is failed when any live worker says so.
+RELOAD_SUCCESS = Gauge(
+    "karta_webhook_config_last_reload_successful",
+    "Whether the last load of a configuration source (catalog, policy) succeeded: 1 yes, 0 no "
+    "(the last good version is still served).",
+    ["source"],
+    multiprocess_mode="livemin",
+)
+RELOAD_TIME = Gauge(
+    "karta_webhook_config_last_reload_timestamp_seconds",
+    "When a configuration source (catalog, policy) was last loaded, successfully or not.",
+    ["source"],
     multiprocess_mode="livemax",
 )
 
@@ -207,3 +228,10 @@ def mark_process_dead(pid: int) -> None:
     """Forget the live gauges of a worker that exited (gunicorn ``child_exit``)."""
     if multiprocess_dir():
         multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
+
+
+def set_reload_status(status: dict[str, tuple[bool, float]]) -> None:
+    """Publish :attr:`webhook.registry.State.reload_status` as the two gauges."""
+    for source, (ok, when) in status.items():
+        RELOAD_SUCCESS.labels(source).set(1 if ok else 0)
+        RELOAD_TIME.labels(source).set(when)

@@ -128,6 +128,11 @@ class State:
         self._policy = self._load_policy()
         self._stamps = self._current_stamps()
         self.snapshot = Snapshot(Registry(self._file_defs), self._policy)
+        #: per file source (``catalog``, ``policy``): whether its last load succeeded and when
+        #: (wall-clock seconds), for the reload-health metrics
+        self.reload_status: dict[str, tuple[bool, float]] = {
+            key: (True, time.time()) for key in self._watched_files()
+        }
 
     @property
     def ready(self) -> bool:
@@ -173,10 +178,13 @@ class State:
                 try:
                     reload()
                     changed = True
+                    self.reload_status[key] = (True, time.time())
                 except KartaError as e:
                     errors.append(str(e))
+                    self.reload_status[key] = (False, time.time())
                 except Exception as e:  # reported once per change, never retried in a loop
                     errors.append(f"{key}: cannot be loaded: {type(e).__name__}: {e}")
+                    self.reload_status[key] = (False, time.time())
             self._stamps = stamps
             if changed:
                 self._publish()
@@ -245,6 +253,9 @@ class FileReloader:
         self._last = clock()
         self._lock = threading.Lock()
         self._thread_pid: int | None = None
+        #: called with ``state.reload_status`` after each look at the files (the server
+        #: publishes it as metrics)
+        self.on_result: list[Callable[[dict[str, tuple[bool, float]]], None]] = []
 
     @property
     def threaded(self) -> bool:
@@ -274,6 +285,11 @@ class FileReloader:
                 "reload failed; the last good version stays in force",
                 extra={"fields": {"error": str(e)}},
             )
+        for fn in self.on_result:
+            try:
+                fn(dict(self.state.reload_status))
+            except Exception:  # metrics never cost a reload
+                log.exception("publishing the reload status failed")
         after = self.state.snapshot
         if after is not before:
             log.info(

@@ -116,6 +116,8 @@ def create_app(
     app.extensions["karta"] = hooks
     metrics.DEFINITIONS.set(len(state.snapshot.registry))
     state.listeners.append(lambda snap: metrics.DEFINITIONS.set(len(snap.registry)))
+    metrics.set_reload_status(state.reload_status)
+    hooks.reloader.on_result.append(metrics.set_reload_status)
 
     def mutate_handler(req: admission.Request, snap: Snapshot) -> handlers.Result:
         return handlers.mutate(req, snap.registry, snap.policy, hooks.engine)

@@ -200,6 +200,7 @@ def run(
         except Exception:
             log.exception("warming the jq sandbox failed")
         metrics.DEFINITIONS.set(len(state.snapshot.registry))
+        metrics.set_reload_status(state.reload_status)  # this worker's own gauge file
         hooks.reloader.start()
         for start in worker_start:
             try:

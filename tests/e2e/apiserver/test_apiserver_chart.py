@@ -18,7 +18,6 @@ docs/install.md tells admins to pipe ``helm template`` into ``kubectl apply --dr
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 import kapi
 import pytest
 import yaml
+from test_chart import Helm as OfflineHelm
 
 CHART = kapi.ROOT / "charts" / "karta-webhook"
 MANIFESTS = kapi.ROOT / "manifests"
@@ -36,30 +36,12 @@ NO_CRD_HERE = {"monitoring.coreos.com", "cert-manager.io"}
 Obj = dict[str, Any]
 
 
-class Helm:
-    def __init__(self, binary: Path, home: Path, kubeconfig: Path) -> None:
-        self.binary = binary
-        self.env = {
-            **os.environ,
-            "HELM_CACHE_HOME": str(home / "cache"),
-            "HELM_CONFIG_HOME": str(home / "config"),
-            "HELM_DATA_HOME": str(home / "data"),
-            "KUBECONFIG": str(kubeconfig),
-        }
-        self.home = home
+class Helm(OfflineHelm):
+    """The offline tests' helm runner, pointed at the test API server."""
 
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        out = subprocess.run(
-            [str(self.binary), *args],
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=180,
-            check=False,
-        )
-        if check and out.returncode != 0:
-            raise AssertionError(f"helm {' '.join(args)}:\n{out.stderr}{out.stdout}")
-        return out
+    def __init__(self, binary: Path, home: Path, kubeconfig: Path) -> None:
+        super().__init__(binary, home)
+        self.env["KUBECONFIG"] = str(kubeconfig)
 
     def values(self, values: Obj) -> list[str]:
         path = self.home / f"values-{uuid.uuid4().hex[:8]}.yaml"

@@ -27,6 +27,7 @@ from typing import Any
 import kapi
 import pytest
 import yaml
+from helpers import TRAINER_KARTA_YAML
 from hooks import Webhook, configurations, karta, register, start_webhook, unregister, wait_until
 
 BASE = kapi.ROOT / "manifests" / "base"
@@ -41,22 +42,7 @@ rules:
   schedulerName: kai-scheduler
   labels: {kai.scheduler/queue: research}
 """
-TRAINER_KARTA = """\
-apiVersion: run.ai/v1alpha1
-kind: Karta
-metadata: {name: example-trainer}
-spec:
-  structureDefinition:
-    rootComponent:
-      name: trainer
-      kind: {group: training.example.com, version: v1, kind: Trainer}
-      specDefinition:
-        podTemplateSpecPath: .spec.groups[].template
-      statusDefinition:
-        statusMappings:
-          running:
-          - byExpression: {expression: '.status.phase == "Running"', expectedResult: "true"}
-"""
+TRAINER_KARTA = TRAINER_KARTA_YAML
 
 
 @dataclass

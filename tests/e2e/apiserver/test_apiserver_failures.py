@@ -11,6 +11,7 @@ from typing import Any
 import kapi
 import pytest
 import yaml
+from helpers import TRAINER_KARTA_YAML
 from hooks import configurations, register, start_webhook, unregister, wait_until
 
 DEPLOYMENT = {
@@ -91,18 +92,7 @@ def _dry_run(plane: kapi.ControlPlane, ns: str, name: str) -> str | None:
     return _scheduler(body) if status == 201 else None
 
 
-UNWRITABLE_KARTA = """\
-apiVersion: run.ai/v1alpha1
-kind: Karta
-metadata: {name: example-trainer}
-spec:
-  structureDefinition:
-    rootComponent:
-      name: trainer
-      kind: {group: training.example.com, version: v1, kind: Trainer}
-      specDefinition:
-        podTemplateSpecPath: .spec.groups[].template
-"""
+UNWRITABLE_KARTA = TRAINER_KARTA_YAML
 
 
 def _trainer(name: str, namespace: str, template: Any) -> dict[str, Any]:
@@ -150,7 +140,9 @@ def test_failure_mode_closed_denies_what_it_cannot_stamp(
         )
         assert "Trainer" in out.stderr and "bad" in out.stderr, out.stderr
         assert "Forbidden" in out.stderr  # the status code we send, 403
-        assert plane.kubectl("get", "trainer", "bad", "-n", ns, check=False).returncode != 0
+        # Fully qualified: another test installs a second kind named Trainer.
+        got = plane.kubectl("get", "trainers.training.example.com", "bad", "-n", ns, check=False)
+        assert got.returncode != 0 and "NotFound" in got.stderr, got.stderr
     finally:
         unregister(plane)
         hook.stop()
@@ -221,14 +213,16 @@ def test_a_definition_slower_than_the_webhook_timeout_gets_what_the_policy_promi
         )
         assert "context deadline exceeded" not in out.stderr, out.stderr
         assert "evaluation" in out.stderr and "time" in out.stderr, out.stderr
-        stored = plane.kubectl("get", "trainer", "slow", "-n", ns, "-o", "json", check=False)
+        stored = plane.kubectl(
+            "get", "trainers.training.example.com", "slow", "-n", ns, "-o", "json", check=False
+        )  # fully qualified: another test installs a second kind named Trainer
         if mode == "open":
             assert out.returncode == 0 and "Warning:" in out.stderr, out.stderr
             tmpl = json.loads(stored.stdout)["spec"]["groups"][0]["template"]
             assert "schedulerName" not in tmpl["spec"]
         else:
             assert out.returncode != 0 and "denied the request" in out.stderr, out.stderr
-            assert stored.returncode != 0
+            assert stored.returncode != 0 and "NotFound" in stored.stderr, stored.stderr
     finally:
         unregister(plane)
         hook.stop()
