@@ -88,3 +88,19 @@ def test_operations_default_to_create_and_may_add_update() -> None:
         {"operations": ["DELETE"], "rules": []}
     )
     assert "must list CREATE and/or UPDATE" in errors_of({"operations": [], "rules": []})
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"labels": {"kai.scheduler/queue": "research\n"}},
+        {"labels": {"queue\n": "research"}},
+        {"schedulerName": "kai-scheduler\n"},
+    ],
+    ids=["label value", "label key", "schedulerName"],
+)
+def test_a_trailing_newline_is_refused_as_the_api_server_refuses_it(rule: dict) -> None:  # type: ignore[type-arg]
+    """Go's ^...$ do not match before a final newline, Python's $ does: the rules match the
+    whole string (tests/e2e/apiserver/test_apiserver_syntax.py holds them to the API server)."""
+    with pytest.raises(PolicyError):
+        parse_policy({"rules": [{"name": "r", **rule}]})

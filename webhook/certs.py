@@ -67,7 +67,7 @@ RENEW_MARGIN = _dt.timedelta(days=1)
 #: Backdating of ``notBefore`` so a node whose clock is a little behind accepts a fresh cert.
 CLOCK_SKEW = _dt.timedelta(minutes=5)
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # fullmatch: no final newline
 _KEY_MODE = 0o600
 _CERT_MODE = 0o644
 
@@ -428,7 +428,7 @@ def _reusable(
 
 
 def _check_dns_label(what: str, value: str) -> None:
-    if not _DNS_LABEL.match(value):
+    if not _DNS_LABEL.fullmatch(value):
         raise CertError(
             f"{what} name {value!r} is not a DNS-1123 label "
             "(lower-case letters, digits and '-', at most 63 characters)"

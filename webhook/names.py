@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import re
 
-_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Matched with fullmatch: the whole string, as Go's regexp anchors ^...$ do. Python's `$` also
+# matches before a final newline, which let "trainer\n" pass as a label value the API server
+# then refused (and with it the whole create).
+_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 def qualified_name_errors(key: str) -> list[str]:
@@ -21,11 +24,11 @@ def qualified_name_errors(key: str) -> list[str]:
     errs = []
     if slash and not prefix:
         errs.append("prefix part must not be empty")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
         errs.append("prefix part must be a lowercase DNS subdomain of at most 253 characters")
     if not name:
         errs.append("name part must not be empty")
-    elif len(name) > 63 or not _NAME.match(name) or "/" in name:
+    elif len(name) > 63 or not _NAME.fullmatch(name) or "/" in name:
         errs.append(
             "name part must be at most 63 characters, alphanumerics, '-', '_' or '.', "
             "beginning and ending with an alphanumeric"
@@ -34,7 +37,7 @@ def qualified_name_errors(key: str) -> list[str]:
 
 
 def label_value_errors(value: str) -> list[str]:
-    if len(value) > 63 or not _NAME.match(value):
+    if len(value) > 63 or not _NAME.fullmatch(value):
         return [
             "a label value must be empty or at most 63 characters, alphanumerics, '-', '_' or '.', "
             "beginning and ending with an alphanumeric"
@@ -43,7 +46,7 @@ def label_value_errors(value: str) -> list[str]:
 
 
 def dns_subdomain_errors(value: str, what: str) -> list[str]:
-    if not value or len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+    if not value or len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
         return [f"{what} must be a lowercase DNS subdomain (RFC 1123) of at most 253 characters"]
     return []
 
