@@ -226,3 +226,25 @@ def test_mutate_json_of_a_document_deeper_than_orjson_indents(
     for _ in range(3000):
         node = node["d"]
     assert node == {"leaf": 1}
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "says"),
+    [
+        ("a: &x\n  b: *x\n", 2, "recursive alias *x"),
+        ("just a string\n", 2, "not a Kubernetes object (a str)"),
+        ("apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n", 1, "no definition"),
+    ],
+    ids=["recursive-alias", "bare-string", "no-definition"],
+)
+def test_mutate_exit_codes_as_readme_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, code: int, says: str
+) -> None:
+    """README: 0 ok, 1 a finding (no definition for a document), 2 unusable input; never a
+    traceback, whatever the output format."""
+    f = tmp_path / "in.yaml"
+    f.write_text(text)
+    for output in ("yaml", "json", "patch"):
+        assert main(["mutate", "-f", str(f), "-o", output]) == code
+        err = capsys.readouterr().err
+        assert says in err and str(f) in err and "Traceback" not in err

@@ -76,14 +76,16 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     engine = Engine()
     mutated: list[Any] = []
     patches: list[list[dict[str, Any]]] = []
+    code = EXIT_OK
     for source, doc in docs:
         m = mutate_object(registry, policy, doc, engine) if isinstance(doc, dict) else None
         if m is None:
-            what = (
-                f"no definition for {GVK.of(doc) or 'an object without apiVersion/kind'}"
-                if isinstance(doc, dict)
-                else f"not a Kubernetes object (a {type(doc).__name__})"
-            )
+            if isinstance(doc, dict):
+                what = f"no definition for {GVK.of(doc) or 'an object without apiVersion/kind'}"
+                code = max(code, EXIT_FINDING)
+            else:  # a bare string, number or list: not a document to mutate at all
+                what = f"not a Kubernetes object (a {type(doc).__name__})"
+                code = EXIT_INPUT
             _err(f"{source}: {what}; left as is")
             mutated.append(doc)
             patches.append([])
@@ -102,7 +104,7 @@ def cmd_mutate(args: argparse.Namespace) -> int:
         )
     else:
         sys.stdout.write(_dump_yaml(mutated))
-    return EXIT_OK
+    return code
 
 
 # --------------------------------------------------------------------------- describe

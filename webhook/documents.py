@@ -48,6 +48,17 @@ class _JsonLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no types
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(AliasEvent):
+            event = self.peek_event()
+            anchored = self.anchors.get(event.anchor)
+            if anchored is not None and id(anchored) not in self._sizes:
+                # The anchored node is still open: an ancestor of this alias. Its value would
+                # contain itself, which no JSON (and no Kubernetes object) can.
+                raise ComposerError(
+                    None,
+                    None,
+                    f"recursive alias *{event.anchor}: the node it names contains it",
+                    event.start_mark,
+                )
             return super().compose_node(parent, index)  # the anchored node, counted again above
         self._depth += 1
         if self._depth > YAML_MAX_DEPTH:
