@@ -11,6 +11,7 @@ import io
 import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +265,29 @@ def test_admission_log_line_is_json_with_fields(client, caplog) -> None:
 
 
 def test_validate_allows_a_catalog_karta(client) -> None:
+    r = answer(post(client, "/validate", review(load(JOBSET_KARTA), resource="kartas")))
+    assert r["allowed"] is True, r
+
+
+def test_validate_past_its_waiters_is_busy_at_once_and_mutate_goes_on(state: State) -> None:
+    """Kartas never hold the request threads /mutate needs: with the validation slot taken
+    and its one waiter waiting, a further /validate is answered 429 at once (not after the
+    wait), and /mutate is answered as ever."""
+    app = server.create_app(state)
+    hooks = app.extensions["karta"]
+    client = app.test_client()
+    assert hooks.validations.acquire(blocking=False)  # a check running
+    assert hooks.validate_waiters.acquire(blocking=False)  # one more waiting for it
+    try:
+        t0 = time.monotonic()
+        r = answer(post(client, "/validate", review(load(JOBSET_KARTA), resource="kartas")))
+        waited = time.monotonic() - t0
+        assert r["allowed"] is False and r["status"]["code"] == 429, r
+        assert waited < 0.5  # the waiting path waits a second; this one must not
+        assert patch_of(answer(post(client, "/mutate", review(load(JOBSET)))))
+    finally:
+        hooks.validate_waiters.release()
+        hooks.validations.release()
     r = answer(post(client, "/validate", review(load(JOBSET_KARTA), resource="kartas")))
     assert r["allowed"] is True, r
 

@@ -34,6 +34,9 @@ VALIDATE_BUDGET: Final = WEBHOOK_TIMEOUT_SECONDS * 0.6
 #: Concurrent /validate checks per worker process; more wait briefly, then are told to retry,
 #: so definitions being checked can never take the threads /mutate needs.
 VALIDATE_CONCURRENCY: Final = 1
+#: Request threads per worker that may wait for a validation slot; past them /validate answers
+#: 429 at once (the API server's client retries), so /mutate keeps THREADS - 2 threads free.
+VALIDATE_WAITERS: Final = 1
 #: Bound on one evaluation of a batch of expressions in the sandbox.
 EVAL_TIMEOUT: Final = 2.0
 #: Compiling never runs an expression, but a sandbox child may have to be started first.

@@ -31,6 +31,7 @@ from webhook.limits import (
     MAX_BODY,
     VALIDATE_BUDGET,
     VALIDATE_CONCURRENCY,
+    VALIDATE_WAITERS,
     WEBHOOK_TIMEOUT_SECONDS,
 )
 from webhook.registry import FileReloader, Snapshot, State
@@ -66,6 +67,8 @@ class Webhooks:
         self.validate_timeout = validate_timeout
         #: Karta checks running at once in this process (each may keep a sandbox child busy)
         self.validations = threading.BoundedSemaphore(VALIDATE_CONCURRENCY)
+        #: request threads that may wait for a validation slot (running ones not counted)
+        self.validate_waiters = threading.BoundedSemaphore(VALIDATE_WAITERS)
         self._samples = samples
         self._samples_lock = threading.Lock()
 
@@ -125,7 +128,15 @@ def create_app(
     def validate_handler(req: admission.Request, snap: Snapshot) -> handlers.Result:
         # Waiting longer than this would let the API server's timeout, not our answer, decide.
         wait = max(0.0, WEBHOOK_TIMEOUT_SECONDS - VALIDATE_BUDGET - 1.0)
-        if not hooks.validations.acquire(timeout=wait):
+        # At most VALIDATE_WAITERS request threads wait for a slot; the others are answered
+        # busy at once, so Kartas never hold the threads /mutate needs.
+        if not hooks.validate_waiters.acquire(blocking=False):
+            return _busy(req)
+        try:
+            got = hooks.validations.acquire(timeout=wait)
+        finally:
+            hooks.validate_waiters.release()
+        if not got:
             return _busy(req)
         try:
             start = time.monotonic()
