@@ -386,8 +386,39 @@ def test_policy_change_is_picked_up_and_a_bad_one_ignored(
     assert scheduler() == {"other-scheduler"}
     with caplog.at_level(logging.ERROR, logger="karta_webhook"):
         policy_file.write_text("rules: [{name: x, bogus: 1}]\n")
+        os.utime(policy_file, ns=(2, 2))  # written a while ago (settled)
         assert scheduler() == {"other-scheduler"}  # the last good policy stays
     assert any("reload failed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_policy_is_read_only_once_it_has_stopped_changing(
+    state: State, policy_file: Path, caplog
+) -> None:
+    """An editor truncates, then writes: the empty file of the moment in between is never
+    served (it would mean no rules), nor is it an error; the file is read once it has not
+    changed for SETTLE_SECONDS. An empty file that stays is an error, the last good policy
+    serving on."""
+    clock = Clock()
+    client = server.create_app(state, reloader=FileReloader(state, clock=clock)).test_client()
+    obj = load(JOBSET)
+
+    def scheduler() -> set[str]:
+        clock.now += 10
+        ops = patch_of(answer(post(client, "/mutate", review(obj))))
+        return {op["value"] for op in ops if op["path"].endswith("/schedulerName")}
+
+    assert scheduler() == {"kai-scheduler"}
+    with caplog.at_level(logging.ERROR, logger="karta_webhook"):
+        policy_file.write_text("")  # truncated just now
+        assert scheduler() == {"kai-scheduler"}
+        assert not any("reload failed" in r.getMessage() for r in caplog.records)
+        os.utime(policy_file, ns=(3, 3))  # and left empty: settled
+        assert scheduler() == {"kai-scheduler"}
+        assert any("policy is empty" in str(r.__dict__) for r in caplog.records)
+    policy_file.write_text(POLICY.replace("kai-scheduler", "third-scheduler"))
+    assert scheduler() == {"kai-scheduler"}  # just written: not yet
+    os.utime(policy_file, ns=(4, 4))
+    assert scheduler() == {"third-scheduler"}
 
 
 def test_a_failed_reload_shows_in_the_reload_gauges(state: State, policy_file: Path) -> None:

@@ -299,9 +299,15 @@ def parse_policy(doc: Any, source: str = "<policy>") -> Policy:
     """Parse and check a policy document; raise :class:`PolicyError` with every problem."""
     errors: list[FieldError] = []
     if doc is None:
-        return Policy((), source)
+        # An empty file is what an editor leaves between truncating and writing: never taken
+        # as "no rules" (the reloader would serve it, silently stamping nothing).
+        raise PolicyError(
+            source, [FieldError("", "the policy is empty; a policy without rules says 'rules: []'")]
+        )
     if not isinstance(doc, dict):
         raise PolicyError(source, [FieldError("", "a policy must be a map with a 'rules' list")])
+    if "rules" not in doc:
+        errors.append(FieldError("rules", "required (a policy without rules says 'rules: []')"))
     for key in doc:
         if key not in _POLICY_FIELDS:
             known = ", ".join(f"'{k}'" for k in _POLICY_FIELDS)

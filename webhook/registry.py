@@ -29,6 +29,16 @@ log = logging.getLogger("karta_webhook")
 
 #: Reload checks of policy and catalog files per process, at most one per this many seconds.
 RELOAD_INTERVAL = 1.0
+#: A changed file is read once its newest modification is this old: an editor that truncates
+#: and then writes, or a copy in progress, is never read half-way.
+SETTLE_SECONDS = 0.5
+
+
+def _settled(stamps: tuple[tuple[str, float, int], ...], now: float) -> bool:
+    """Whether none of the files was modified in the last :data:`SETTLE_SECONDS` (a time far
+    ahead of the clock counts as settled, or a skewed clock would stop reloads for good)."""
+    newest = max((mtime for _, mtime, _ in stamps), default=-1.0)
+    return now - newest >= SETTLE_SECONDS or newest > now + 60
 
 
 class Registry:
@@ -170,11 +180,15 @@ class State:
         last good version stays). Cheap when nothing changed: a few ``stat`` calls."""
         stamps = self._current_stamps()
         errors: list[str] = []
+        now = time.time()
         with self._lock:
             changed = False
             for key, reload in (("catalog", self._reload_defs), ("policy", self._reload_policy)):
                 if stamps.get(key) == self._stamps.get(key):
                     continue
+                if not _settled(stamps.get(key, ()), now):
+                    continue  # still being written: look again at the next check
+                self._stamps[key] = stamps.get(key, ())
                 try:
                     reload()
                     changed = True
@@ -185,7 +199,6 @@ class State:
                 except Exception as e:  # reported once per change, never retried in a loop
                     errors.append(f"{key}: cannot be loaded: {type(e).__name__}: {e}")
                     self.reload_status[key] = (False, time.time())
-            self._stamps = stamps
             if changed:
                 self._publish()
         return errors
