@@ -248,3 +248,37 @@ def test_mutate_exit_codes_as_readme_says(
         assert main(["mutate", "-f", str(f), "-o", output]) == code
         err = capsys.readouterr().err
         assert says in err and str(f) in err and "Traceback" not in err
+
+
+def _serve_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main(["serve", "--no-kube", f"--certs-dir={tmp_path / 'dev'}", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err  # one line
+    return err
+
+
+def test_serve_start_errors_are_one_line_naming_the_flag_or_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    from webhook.certs import write_certs
+
+    a = write_certs(tmp_path / "a", "karta-webhook", "karta-system")
+    b = write_certs(tmp_path / "b", "karta-webhook", "karta-system")
+    assert "--port 70000: a port is 1 to 65535" in _serve_problem(tmp_path, capsys, "--port=70000")
+    assert "--metrics-port 0:" in _serve_problem(tmp_path, capsys, "--metrics-port=0")
+    err = _serve_problem(tmp_path, capsys, f"--tls-cert={a.key}", f"--tls-key={a.cert}")
+    assert f"--tls-cert {a.key} holds a private key" in err and "swapped?" in err
+    err = _serve_problem(
+        tmp_path, capsys, f"--tls-cert={tmp_path / 'no.crt'}", f"--tls-key={a.key}"
+    )
+    assert f"--tls-cert {tmp_path / 'no.crt'}: cannot read" in err
+    err = _serve_problem(tmp_path, capsys, f"--tls-cert={a.cert}", f"--tls-key={b.key}")
+    assert f"--tls-key {b.key} is not the key of --tls-cert {a.cert}" in err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        err = _serve_problem(tmp_path, capsys, "--host=127.0.0.1", f"--port={port}")
+    assert f"--port {port}: 127.0.0.1:{port} is in use by another process" in err

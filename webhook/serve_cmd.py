@@ -121,6 +121,69 @@ def _true_or_false(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
 
 
+def _ports_problem(args: argparse.Namespace) -> str | None:
+    """A port out of range, or one another process listens on: one line naming the flag
+    (gunicorn would print a traceback, or retry for 5 s before saying so)."""
+    import errno
+    import socket
+
+    for flag, port in (("--port", args.port), ("--metrics-port", args.metrics_port)):
+        if port is None:
+            continue
+        if not 1 <= port <= 65535:
+            return f"{flag} {port}: a port is 1 to 65535"
+        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+                s.bind((args.host, port))
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                return f"{flag} {port}: {args.host}:{port} is in use by another process"
+            if e.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT) or isinstance(
+                e, socket.gaierror
+            ):
+                return f"--host {args.host}: not an address of this machine ({e.strerror or e})"
+            return f"{flag} {port}: cannot listen on {args.host}:{port}: {e.strerror or e}"
+    return None
+
+
+def _tls_problem(args: argparse.Namespace) -> str | None:
+    """The given certificate and key, read as the server will: a missing or unreadable file,
+    one that holds the other kind of PEM (the two swapped), or a key of another certificate,
+    each in one line naming the flag and file."""
+    if not args.tls_cert:
+        return None
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        cert_pem = Path(args.tls_cert).read_bytes()
+    except OSError as e:
+        return f"--tls-cert {args.tls_cert}: cannot read: {e.strerror or e}"
+    try:
+        key_pem = Path(args.tls_key).read_bytes()
+    except OSError as e:
+        return f"--tls-key {args.tls_key}: cannot read: {e.strerror or e}"
+    if b"PRIVATE KEY-----" in cert_pem and b"CERTIFICATE-----" in key_pem:
+        return (
+            f"--tls-cert {args.tls_cert} holds a private key and --tls-key {args.tls_key} "
+            "a certificate: swapped?"
+        )
+    try:
+        certs = x509.load_pem_x509_certificates(cert_pem)
+    except ValueError:
+        return f"--tls-cert {args.tls_cert}: no PEM certificate in it"
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except (ValueError, TypeError):
+        return f"--tls-key {args.tls_key}: no unencrypted PEM private key in it"
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if certs[0].public_key().public_bytes(*spki) != key.public_key().public_bytes(*spki):
+        return f"--tls-key {args.tls_key} is not the key of --tls-cert {args.tls_cert}"
+    return None
+
+
 def _prepare_metrics_dir() -> None:
     """Point ``prometheus_client`` at a directory shared by gunicorn's worker processes.
 
@@ -179,6 +242,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     if not 0 <= args.live_samples <= MAX_LIVE_SAMPLES:
         _err(f"serve: --live-samples must be between 0 and {MAX_LIVE_SAMPLES}")
+        return EXIT_INPUT
+    problem = _ports_problem(args) or _tls_problem(args)
+    if problem:
+        _err(f"serve: {problem}")
         return EXIT_INPUT
     from webhook.registry import State
 
