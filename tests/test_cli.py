@@ -266,8 +266,10 @@ def test_serve_start_errors_are_one_line_naming_the_flag_or_file(
 
     a = write_certs(tmp_path / "a", "karta-webhook", "karta-system")
     b = write_certs(tmp_path / "b", "karta-webhook", "karta-system")
-    assert "--port 70000: a port is 1 to 65535" in _serve_problem(tmp_path, capsys, "--port=70000")
-    assert "--metrics-port 0:" in _serve_problem(tmp_path, capsys, "--metrics-port=0")
+    assert "--port 70000: a port is 0 (any free one) to 65535" in _serve_problem(
+        tmp_path, capsys, "--port=70000"
+    )
+    assert "--metrics-port -1:" in _serve_problem(tmp_path, capsys, "--metrics-port=-1")
     err = _serve_problem(tmp_path, capsys, f"--tls-cert={a.key}", f"--tls-key={a.cert}")
     assert f"--tls-cert {a.key} holds a private key" in err and "swapped?" in err
     err = _serve_problem(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import os
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -263,7 +262,7 @@ def test_keeper_follows_policy_operations_and_leaves_injected_ca_alone(
     policy.write_text(
         "operations: [CREATE, UPDATE]\nrules: [{name: s, schedulerName: kai-scheduler}]\n"
     )
-    os.utime(policy, (time.time() + 5, time.time() + 5))
+    os.utime(policy, ns=(1, 1))  # a new mtime, long ago: settled, so reloaded now
     state.reload_files()
     assert keeper.reconcile()
     assert fake.objects[MWC]["webhooks"][0]["rules"][0]["operations"] == ["CREATE", "UPDATE"]

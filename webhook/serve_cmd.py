@@ -130,8 +130,10 @@ def _ports_problem(args: argparse.Namespace) -> str | None:
     for flag, port in (("--port", args.port), ("--metrics-port", args.metrics_port)):
         if port is None:
             continue
-        if not 1 <= port <= 65535:
-            return f"{flag} {port}: a port is 1 to 65535"
+        if not 0 <= port <= 65535:
+            return f"{flag} {port}: a port is 0 (any free one) to 65535"
+        if port == 0:
+            continue
         family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
         try:
             with socket.socket(family, socket.SOCK_STREAM) as s:
@@ -243,14 +245,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not 0 <= args.live_samples <= MAX_LIVE_SAMPLES:
         _err(f"serve: --live-samples must be between 0 and {MAX_LIVE_SAMPLES}")
         return EXIT_INPUT
-    problem = _ports_problem(args) or _tls_problem(args)
-    if problem:
-        _err(f"serve: {problem}")
-        return EXIT_INPUT
     from webhook.registry import State
 
     # First what can be wrong with the input (exit 2), before anything is set up for serving.
     state = State(args.catalog or [], args.policy, watch_cluster=not args.no_kube)
+    problem = _ports_problem(args) or _tls_problem(args)
+    if problem:
+        _err(f"serve: {problem}")
+        return EXIT_INPUT
     _prepare_metrics_dir()
 
     from webhook import logs, serving
