@@ -111,6 +111,16 @@ def cmd_mutate(args: argparse.Namespace) -> int:
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
+    """describe -f FILE: the workload tree of manifests; describe KIND/NAME or KIND: live
+    workloads in a cluster (see :mod:`webhook.livedescribe`)."""
+    if args.target is not None:
+        if args.file:
+            raise InputError("describe: give either KIND[/NAME] or -f FILE, not both")
+        return _describe_live(args)
+    if not args.file:
+        raise InputError("describe: give KIND[/NAME] (a live workload) or -f FILE (manifests)")
+    if args.all_namespaces or args.namespace or args.kubeconfig or args.context:
+        raise InputError("describe: -n, -A, --kubeconfig and --context apply to KIND[/NAME]")
     registry = _registry(args)
     docs = read_documents(args.file)
     engine = Engine()
@@ -128,14 +138,63 @@ def cmd_describe(args: argparse.Namespace) -> int:
         w = resolve(karta, doc, engine)
         views.append(describe.as_json(w))
         texts.append(describe.as_text(w))
-    if args.output == "json":
+    if args.output in ("json", "yaml"):
+        out: Any = None
         if len(docs) == 1 and views:
-            _print_json(views[0])
+            out = views[0]
         elif views or len(docs) != 1:
-            _print_json({"items": views, "count": len(views)})
+            out = {"items": views, "count": len(views)}
+        if out is not None:
+            _print_json(out) if args.output == "json" else sys.stdout.write(_dump_yaml([out]))
     elif texts:
         print("\n\n".join(texts))
     return code
+
+
+def _describe_live(args: argparse.Namespace) -> int:
+    """describe KIND/NAME [-n NS] | KIND [-n NS | -A]: exit 1 for a missing object or a kind
+    without definition, 2 for an unknown kind, an unusable kubeconfig, or a cluster that cannot
+    be reached or forbids the reads."""
+    from webhook import livedescribe
+    from webhook.kubeget import Cluster, ClusterError, NotFound, connect
+
+    kind, _, name = str(args.target).partition("/")
+    if not kind or (args.target.count("/") > 1) or ("/" in args.target and not name):
+        raise InputError(f"describe: {args.target!r}: want KIND/NAME or KIND")
+    if name and args.all_namespaces:
+        raise InputError("describe: -A lists every workload of a kind; give KIND, not KIND/NAME")
+    try:
+        api, default_ns = connect(args.kubeconfig, args.context)
+        cluster = Cluster(api, default_ns)
+        namespace = args.namespace or default_ns
+        engine = Engine()
+        registry = _registry(args)
+        if name:
+            data = livedescribe.describe_one(cluster, kind, name, namespace, registry, engine)
+            text = livedescribe.as_text(data)
+        else:
+            ns = None if args.all_namespaces else namespace
+            data = livedescribe.describe_all(cluster, kind, ns, registry, engine)
+            text = livedescribe.list_text(data, args.all_namespaces)
+            for w in data["warnings"]:
+                _err(f"warning: {w}")
+            if not data["items"] and args.output == "text":
+                where = "" if args.all_namespaces else f" in namespace {namespace}"
+                _err(f"no {data['kind']} found{where}")
+                return EXIT_OK
+    except ClusterError as e:
+        _err(str(e))
+        return EXIT_FINDING if e.finding else EXIT_INPUT
+    except NotFound as e:
+        _err(f"not found: {e}")
+        return EXIT_FINDING
+    if args.output == "json":
+        _print_json(data)
+    elif args.output == "yaml":
+        sys.stdout.write(_dump_yaml([data]))
+    else:
+        print(text)
+    return EXIT_OK
 
 
 # --------------------------------------------------------------------------- certs
@@ -307,13 +366,30 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(func=cmd_mutate)
 
     d = sub.add_parser(
-        "describe", help="print the workload tree: components, instances, replicas, GPUs, status"
+        "describe",
+        help="print the workload tree: components, instances, replicas, GPUs, status "
+        "(of manifests, or live from a cluster)",
     )
     d.add_argument(
-        "-f", "--file", required=True, metavar="FILE", help="workload manifest(s); - for stdin"
+        "target",
+        nargs="?",
+        metavar="KIND[/NAME]",
+        help="a live workload (KIND/NAME), or every workload of KIND; KIND as kubectl takes "
+        "it: kind, plural or short name, NAME.GROUP allowed",
     )
+    d.add_argument("-f", "--file", metavar="FILE", help="workload manifest(s); - for stdin")
+    d.add_argument(
+        "-n", "--namespace", metavar="NS", help="live: the namespace (default: the context's)"
+    )
+    d.add_argument("-A", "--all-namespaces", action="store_true", help="live KIND: every namespace")
+    d.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="live: kubeconfig (default: $KUBECONFIG, ~/.kube/config)",
+    )
+    d.add_argument("--context", metavar="NAME", help="live: kubeconfig context (default: current)")
     catalog(d)
-    d.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    d.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
     d.set_defaults(func=cmd_describe)
 
     c = sub.add_parser("certs", help="write a CA and a serving certificate for the webhook Service")
