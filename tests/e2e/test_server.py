@@ -66,7 +66,10 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     ("args", "message"),
     [
         (["--policy=bad-policy.yaml"], "invalid policy"),
-        (["--tls-cert=bad.crt", "--tls-key=bad.crt"], "--tls-cert bad.crt: no PEM certificate in it"),
+        (
+            ["--tls-cert=bad.crt", "--tls-key=bad.crt"],
+            "--tls-cert bad.crt: no PEM certificate in it",
+        ),
     ],
 )
 def test_bad_input_fails_startup_with_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
