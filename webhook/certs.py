@@ -36,6 +36,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from webhook.errors import KartaError
@@ -52,6 +53,7 @@ __all__ = [
     "ensure_dev_certs",
     "read_ca_bundle",
     "service_dns_names",
+    "serving_pair_problem",
     "write_certs",
 ]
 
@@ -326,6 +328,38 @@ def read_ca_bundle(path: Path) -> bytes:
     return data
 
 
+def serving_pair_problem(
+    cert_path: Path, key_path: Path, cert_flag: str = "--tls-cert", key_flag: str = "--tls-key"
+) -> str | None:
+    """What keeps a serving certificate and key from loading, in one line naming the flag and
+    file: a file that cannot be read, the two swapped, no PEM certificate or unencrypted key,
+    or a key of another certificate; None when they make a pair."""
+    try:
+        cert_pem = cert_path.read_bytes()
+    except OSError as e:
+        return f"{cert_flag} {cert_path}: cannot read: {e.strerror or e}"
+    try:
+        key_pem = key_path.read_bytes()
+    except OSError as e:
+        return f"{key_flag} {key_path}: cannot read: {e.strerror or e}"
+    if b"PRIVATE KEY-----" in cert_pem and b"CERTIFICATE-----" in key_pem:
+        return (
+            f"{cert_flag} {cert_path} holds a private key and {key_flag} {key_path} "
+            "a certificate: swapped?"
+        )
+    try:
+        certs = x509.load_pem_x509_certificates(cert_pem)
+    except ValueError:
+        return f"{cert_flag} {cert_path}: no PEM certificate in it"
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except (ValueError, TypeError):
+        return f"{key_flag} {key_path}: no unencrypted PEM private key in it"
+    if not _same_public_key(certs[0], key):
+        return f"{key_flag} {key_path} is not the key of {cert_flag} {cert_path}"
+    return None
+
+
 def _load_cert(path: Path) -> x509.Certificate:
     try:
         data = path.read_bytes()
@@ -353,7 +387,7 @@ def _try_cert(path: Path) -> x509.Certificate | None:
         return None
 
 
-def _same_public_key(cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> bool:
+def _same_public_key(cert: x509.Certificate, key: PrivateKeyTypes) -> bool:
     fmt = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return cert.public_key().public_bytes(*fmt) == key.public_key().public_bytes(*fmt)
 

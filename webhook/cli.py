@@ -145,7 +145,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
         elif views or len(docs) != 1:
             out = {"items": views, "count": len(views)}
         if out is not None:
-            _print_json(out) if args.output == "json" else sys.stdout.write(_dump_yaml([out]))
+            _print_data(out, args.output)
     elif texts:
         print("\n\n".join(texts))
     return code
@@ -188,13 +188,19 @@ def _describe_live(args: argparse.Namespace) -> int:
     except NotFound as e:
         _err(f"not found: {e}")
         return EXIT_FINDING
-    if args.output == "json":
-        _print_json(data)
-    elif args.output == "yaml":
-        sys.stdout.write(_dump_yaml([data]))
-    else:
+    if args.output == "text":
         print(text)
+    else:
+        _print_data(data, args.output)
     return EXIT_OK
+
+
+def _print_data(value: Any, output: str) -> None:
+    """``-o json`` or ``-o yaml`` of one value."""
+    if output == "json":
+        _print_json(value)
+    else:
+        sys.stdout.write(_dump_yaml([value]))
 
 
 # --------------------------------------------------------------------------- certs

@@ -114,8 +114,8 @@ class WebhookConfigKeeper(Ticker):
         self._operations: tuple[str, ...] = state.snapshot.policy.operations
         self._served: tuple[GVK, ...] = ()
         self._last_reconcile = 0.0
-        self._missing = False
-        self._missing_logged: dict[str, bool] = {}
+        #: configurations found missing at their last look, by resource
+        self._missing: dict[str, bool] = {}
 
     def on_snapshot(self, snap: Snapshot) -> None:
         kinds = snap.registry.kinds()
@@ -154,7 +154,6 @@ class WebhookConfigKeeper(Ticker):
         if self.elector is not None and not self.elector.is_leader():
             return False
         self._dirty = False
-        self._missing = False
         rules = self.wanted_rules()
         ca = self.ca_bundle()
         wrote = self._update("mutatingwebhookconfigurations", rules, ca)
@@ -162,7 +161,7 @@ class WebhookConfigKeeper(Ticker):
         self._last_reconcile = time.monotonic()
         # A configuration not there yet (the server started before `kubectl apply` of the
         # manifests got to it) is looked for again at the next tick, not at the next resync.
-        self._dirty = self._dirty or self._missing
+        self._dirty = self._dirty or any(self._missing.values())
         return wrote
 
     def _update(self, resource: str, rules: list[dict[str, Any]] | None, ca: str | None) -> bool:
@@ -172,15 +171,14 @@ class WebhookConfigKeeper(Ticker):
                 current = request(self.api, "GET", path)
             except ApiException as e:
                 if e.status == 404:
-                    if not self._missing_logged.get(resource):
+                    if not self._missing.get(resource):  # logged once, until it is there
                         log_event(
                             "webhooks.missing", logging.WARNING, resource=resource, name=self.name
                         )
-                    self._missing_logged[resource] = True
-                    self._missing = True
+                    self._missing[resource] = True
                     return False
                 raise
-            self._missing_logged[resource] = False
+            self._missing[resource] = False
             changed = []
             annotations = (current.get("metadata") or {}).get("annotations") or {}
             if CA_INJECTOR_ANNOTATION in annotations:

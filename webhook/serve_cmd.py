@@ -151,39 +151,13 @@ def _ports_problem(args: argparse.Namespace) -> str | None:
 
 
 def _tls_problem(args: argparse.Namespace) -> str | None:
-    """The given certificate and key, read as the server will: a missing or unreadable file,
-    one that holds the other kind of PEM (the two swapped), or a key of another certificate,
-    each in one line naming the flag and file."""
+    """The given certificate and key, read as the server will (see
+    :func:`webhook.certs.serving_pair_problem`)."""
     if not args.tls_cert:
         return None
-    from cryptography import x509
-    from cryptography.hazmat.primitives import serialization
+    from webhook.certs import serving_pair_problem
 
-    try:
-        cert_pem = Path(args.tls_cert).read_bytes()
-    except OSError as e:
-        return f"--tls-cert {args.tls_cert}: cannot read: {e.strerror or e}"
-    try:
-        key_pem = Path(args.tls_key).read_bytes()
-    except OSError as e:
-        return f"--tls-key {args.tls_key}: cannot read: {e.strerror or e}"
-    if b"PRIVATE KEY-----" in cert_pem and b"CERTIFICATE-----" in key_pem:
-        return (
-            f"--tls-cert {args.tls_cert} holds a private key and --tls-key {args.tls_key} "
-            "a certificate: swapped?"
-        )
-    try:
-        certs = x509.load_pem_x509_certificates(cert_pem)
-    except ValueError:
-        return f"--tls-cert {args.tls_cert}: no PEM certificate in it"
-    try:
-        key = serialization.load_pem_private_key(key_pem, password=None)
-    except (ValueError, TypeError):
-        return f"--tls-key {args.tls_key}: no unencrypted PEM private key in it"
-    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    if certs[0].public_key().public_bytes(*spki) != key.public_key().public_bytes(*spki):
-        return f"--tls-key {args.tls_key} is not the key of --tls-cert {args.tls_cert}"
-    return None
+    return serving_pair_problem(Path(args.tls_cert), Path(args.tls_key))
 
 
 def _prepare_metrics_dir() -> None:

@@ -266,11 +266,14 @@ def test_helm_install_and_uninstall(plane: kapi.ControlPlane, helm: Helm) -> Non
     """``helm install --create-namespace`` as an admin runs it (helm v4: server-side apply),
     then ``helm uninstall``: every object is created in the release namespace, the CRD from
     ``crds/`` is kept, and uninstall removes the rest, webhook configurations included."""
-    if _cluster_objects(plane):
-        pytest.skip(
-            "cluster-scoped karta-webhook objects exist already (another test applied "
-            "manifests/base); a release cannot own them"
-        )
+    # Cluster-scoped objects of the same names that another test applied (manifests/base's
+    # RBAC, webhook configurations) would not be the release's to own: remove them first.
+    plane.kubectl(
+        "delete", "clusterrole,clusterrolebinding,mutatingwebhookconfiguration,"
+        "validatingwebhookconfiguration", "-l", "app.kubernetes.io/name=karta-webhook",
+        "--ignore-not-found",
+    )  # fmt: skip
+    assert _cluster_objects(plane) == []
     ns = _fresh_namespace()
     try:
         out = helm.run("install", "karta-webhook", str(CHART), "-n", ns, "--create-namespace")
