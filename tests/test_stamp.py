@@ -18,7 +18,7 @@ from helpers import ENGINE, JOBSET, JOBSET_KARTA, REGISTRY, SAMPLES, load
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook import definitions, express, stamp
+from webhook import definitions, stamp
 from webhook.definitions import Karta
 from webhook.documents import read_documents
 from webhook.gvk import GVK
@@ -133,10 +133,7 @@ def _templates(obj: dict[str, Any], karta: Karta) -> int:
 
 
 def _check(karta: Karta, obj: dict[str, Any], pol: Policy, *, apart: bool = True) -> Plan | None:
-    quick = express.plan(karta, pol, obj)
     fast, general, said = _both(karta, obj, pol)
-    if quick is not None:  # the express lane plans what the stamp lane plans, or declines
-        assert fast is not None and quick == fast
     if fast is not None:
         assert not said
         assert fast == general
@@ -399,68 +396,3 @@ def test_a_constant_the_injectable_rejects_declines_only_where_its_rule_applies(
         )
     )
     assert _check(karta, obj, elsewhere) is not None
-
-
-# --------------------------------------------------------------------------- the express lane
-
-SINGLE = [name for name, pol in POLICIES.items() if len(pol.rules) == 1]
-
-
-@pytest.mark.parametrize(("name", "obj"), SAMPLE_OBJECTS, ids=[n for n, _ in SAMPLE_OBJECTS])
-def test_the_express_lane_takes_every_sample_of_a_definition_it_fits(
-    name: str, obj: dict[str, Any]
-) -> None:
-    # It must not decline more than its shapes say, or the server would silently lose it.
-    karta = _karta(obj)
-    if express.route(karta) is None:
-        return
-    for policy_name in SINGLE:
-        quick = express.plan(karta, POLICIES[policy_name], obj)
-        assert quick is not None, policy_name
-        assert quick == mutate_with(karta, POLICIES[policy_name], obj, ENGINE)
-
-
-def test_the_express_lane_fits_one_iteration_over_a_list_or_none() -> None:
-    assert express.route(_karta(load(JOBSET))) is not None  # .spec.replicatedJobs[] | ...
-    deployment = next(o for n, o in SAMPLE_OBJECTS if n.startswith("apps-deployment-v1/"))
-    assert express.route(_karta(deployment)) is not None  # .spec.template
-    pytorch = next(o for n, o in SAMPLE_OBJECTS if n.startswith("kubeflow.org-pytorchjob-v1/"))
-    assert express.route(_karta(pytorch)) is None  # two components: the stamp lane
-
-
-def test_the_express_lane_takes_a_request_exactly_one_rule_applies_to() -> None:
-    obj = load(JOBSET)
-    karta = _karta(obj)
-    elsewhere = Rule("elsewhere", Match(namespaces=("nowhere",)), {"labels": (("z", "z"),)})
-    here = Rule("here", Match(), {"labels": (("q", "one"),)})
-    one = Policy((elsewhere, here))
-    assert express.plan(karta, one, obj) == mutate_with(karta, one, obj, ENGINE)
-    assert express.plan(karta, one, obj) is not None
-    two = Policy((here, Rule("also", Match(), {"annotations": (("n", "1"),)})))
-    nar = Policy((Rule("narrowed", Match(instances=("w*",)), {"labels": (("q", "x"),)}),))
-    for declined in (two, nar, Policy((elsewhere,))):
-        assert express.plan(karta, declined, obj) is None
-        assert _check(karta, obj, declined) is not None  # the stamp lane plans it instead
-
-
-@pytest.mark.parametrize(
-    "change",
-    [
-        pytest.param(
-            lambda o: o["spec"].update(replicatedJobs={"a": o["spec"]["replicatedJobs"][0]}),
-            id="object iterated",
-        ),
-        pytest.param(lambda o: o["spec"]["replicatedJobs"][0].update(name=7), id="id not a string"),
-        pytest.param(lambda o: o["spec"]["replicatedJobs"][0].update(name=""), id="empty id"),
-        pytest.param(
-            lambda o: o["spec"]["replicatedJobs"][0].update(template="x"), id="key of a string"
-        ),
-        pytest.param(lambda o: o["spec"].update(replicatedJobs=[]), id="no template"),
-    ],
-)
-def test_the_express_lane_leaves_what_it_does_not_walk_to_the_stamp_lane(change: Any) -> None:
-    obj = load(JOBSET)
-    change(obj)
-    karta = _karta(obj)
-    assert express.plan(karta, POLICIES["demo"], obj) is None
-    _check(karta, obj, POLICIES["demo"])  # what the other lanes make of it, as before

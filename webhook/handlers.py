@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from webhook import definitions, express, jqexpr, stamp
+from webhook import definitions, jqexpr, stamp
 from webhook.admission import Request, Response
 from webhook.builtin_schemas import builtin_schema
 from webhook.crds import SchemaIndex
@@ -62,14 +62,10 @@ def nothing_found(w: Workload, karta: Karta) -> list[str]:
 
 
 def mutate_with(karta: Karta, policy: Policy, obj: Mapping[str, Any], engine: Engine) -> Plan:
-    """Plan the patch of one object under its definition, with every warning: in one pass
-    over the object when :func:`webhook.express.plan` can, else from its outcomes straight
-    away when :func:`webhook.stamp.plan` can, else by resolving the workload from the same
-    outcomes."""
+    """Plan the patch of one object under its definition, with every warning: from its
+    outcomes straight away when :func:`webhook.stamp.plan` can, else by resolving the workload
+    from the same outcomes."""
     if type(obj) is dict and (lane := stamp.lane(karta)) is not None:
-        fast = express.plan(karta, policy, obj)  # one pass over the object, when it fits
-        if fast is not None:
-            return fast
         items = walked(lane.prepared, obj)  # paths walked as one batch: no Outcome made
         if items is not None:
             fast = stamp.plan(karta, lane, policy, obj, items)
