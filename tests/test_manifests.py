@@ -21,6 +21,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from webhook.statusdef import STATUS_ORDER
+
 ROOT = Path(__file__).resolve().parent.parent
 MANIFESTS = ROOT / "manifests"
 K8S_VERSION = "1.31"
@@ -743,7 +745,12 @@ def test_crd_schema_is_structural(karta_schema: Obj) -> None:
             assert req in node.get("properties", {}), f"{path}: required {req} not a property"
         if "default" in node:
             jsonschema.validate(node["default"], {"type": node["type"]})
-    assert preserved == [".spec.optimizationInstructions"]
+    # statusMappings keeps categories a newer upstream adds (read with a warning, not pruned)
+    assert preserved == [
+        ".spec.structureDefinition.rootComponent.statusDefinition.statusMappings",
+        ".spec.structureDefinition.childComponents[].statusDefinition.statusMappings",
+        ".spec.optimizationInstructions",
+    ]
 
 
 def _schema_at(schema: Obj, path: str) -> Obj:
@@ -801,7 +808,10 @@ def test_crd_schema_fields(karta_schema: Obj) -> None:
         "suspended",
         "suspending",
         "resuming",
+        "pending",
+        "progressing",
     }
+    assert set(mappings) == set(STATUS_ORDER)
     matcher = mappings["running"]["items"]["properties"]
     assert set(matcher) == {"byPhase", "byConditions", "byExpression"}
     assert set(matcher["byConditions"]["items"]["properties"]) == {"type", "status", "reason"}
@@ -816,6 +826,13 @@ def test_crd_schema_fields(karta_schema: Obj) -> None:
         "componentInstanceSelector",
         "replicaSelector",
     }
+    type_selector = selector["componentTypeSelector"]
+    assert "required" not in type_selector  # keyPath or matchLabels (CEL rules say which)
+    assert set(type_selector["properties"]) == {"keyPath", "value", "matchLabels"}
+    assert [r["message"] for r in type_selector["x-kubernetes-validations"]] == [
+        "at least one of keyPath or matchLabels must be set",
+        "value requires keyPath",
+    ]
     gang = _schema_at(karta_schema, "spec.optimizationInstructions.gangScheduling")["properties"]
     assert set(gang) == {"podGroups", "podGroup"}
     conditions = _schema_at(karta_schema, "status.conditions")

@@ -95,6 +95,10 @@ class Component(Derives):
     suspend: SuspendDefinition | None = None
     #: ``podSelector.componentTypeSelector.value``
     type_value: str | None = None
+    #: ``podSelector.componentTypeSelector.matchLabels`` (None: not given)
+    type_labels: Mapping[str, str] | None = None
+    #: whether ``podSelector.componentTypeSelector`` is given at all
+    type_selector: bool = False
     #: what resolution derives from the component once (its fields to evaluate, by need)
     derived: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -210,12 +214,29 @@ def _suspend(r: Reader, value: Any, path: str) -> SuspendDefinition | None:
     )
 
 
+def _labels(r: Reader, value: Any, path: str) -> dict[str, str] | None:
+    """A map of label keys to values (``matchLabels``); YAML scalars read as the text meant."""
+    d = r.obj(value, path)
+    if d is None:
+        return None
+    out: dict[str, str] = {}
+    for k, v in d.items():
+        text = r.scalar_text(v, join_path(path, k))
+        if v is None:
+            r.error(join_path(path, k), "must be a string, got null")
+        elif text is not None:
+            out[k] = text
+    return out
+
+
 def _component(r: Reader, value: Any, path: str) -> Component | None:
     d = r.obj(value, path, required=True)
     if d is None:
         return None
     exprs = _exprs(r, d, path)
-    selector = r.at(d, ("podSelector", "componentTypeSelector"), path) or {}
+    given = r.at(d, ("podSelector", "componentTypeSelector"), path)
+    selector = given or {}
+    spath = join_path(path, "podSelector.componentTypeSelector")
     return Component(
         name=r.string(d.get("name"), join_path(path, "name"), required=True) or "",
         field_path=path,
@@ -225,10 +246,9 @@ def _component(r: Reader, value: Any, path: str) -> Component | None:
         patterns=_patterns(r, d, path, exprs),
         status=parse_status(r, d.get("statusDefinition"), join_path(path, "statusDefinition")),
         suspend=_suspend(r, d.get("suspendDefinition"), join_path(path, "suspendDefinition")),
-        type_value=r.scalar_text(
-            selector.get("value"),
-            join_path(path, "podSelector.componentTypeSelector.value"),
-        ),
+        type_value=r.scalar_text(selector.get("value"), join_path(spath, "value")),
+        type_labels=_labels(r, selector.get("matchLabels"), join_path(spath, "matchLabels")),
+        type_selector=given is not None,
     )
 
 

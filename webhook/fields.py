@@ -272,12 +272,9 @@ COMPONENT_FIELDS: tuple[Field, ...] = (
         required=True,
         root_only=True,
     ),
-    Field(
-        Role.TYPE_KEY,
-        ("podSelector", "componentTypeSelector", "keyPath"),
-        subject="pod",
-        required=True,
-    ),
+    # Optional since upstream added ``matchLabels`` beside it (one of the two is required;
+    # :mod:`webhook.structure` says so).
+    Field(Role.TYPE_KEY, ("podSelector", "componentTypeSelector", "keyPath"), subject="pod"),
     Field(
         Role.INSTANCE_SELECTOR,
         ("podSelector", "componentInstanceSelector", "idPath"),

@@ -16,13 +16,13 @@ documented in README.md); :func:`as_text` and :func:`list_text` render them for 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from webhook import status
-from webhook.definitions import API_VERSION, GROUP, KIND, VERSION, Karta
+from webhook.definitions import API_VERSION, GROUP, KIND, VERSION, Component, Karta
 from webhook.fields import Role
 from webhook.gvk import GVK
 from webhook.jqexpr import Engine, getpath
@@ -177,6 +177,22 @@ def _template(i: Instance, obj: Any) -> tuple[dict[str, Any], Any]:
     return (dict(labels) if isinstance(labels, Mapping) else {}), spec
 
 
+def type_selected(comp: Component, labels: Mapping[str, Any], first: Callable[[str], Any]) -> bool:
+    """Whether a pod with ``labels`` is of ``comp``'s type by its ``componentTypeSelector``:
+    every condition given holds (upstream ANDs them): ``keyPath`` (``first`` evaluates it on
+    the pod) yields ``value``, or anything non-null without one; each ``matchLabels`` entry
+    is one of the pod's labels. A component without a selector selects nothing this way."""
+    key, want = comp.expr(Role.TYPE_KEY), comp.type_labels
+    if not key and want is None:
+        return False
+    if want is not None and not all(labels.get(k) == v for k, v in want.items()):
+        return False
+    if key:
+        got = first(key)
+        return got is not None if comp.type_value is None else got == comp.type_value
+    return True
+
+
 def place(
     pod: Mapping[str, Any],
     karta: Karta,
@@ -189,13 +205,8 @@ def place(
     by_name = {c.name: c for c in w.components}
     typed: list[str] = []
     for comp in karta.components:
-        key = comp.expr(Role.TYPE_KEY)
-        if key:
-            got = _first(engine, key, pod)
-            if (comp.type_value is None and got is not None) or (
-                comp.type_value is not None and got == comp.type_value
-            ):
-                typed.append(comp.name)
+        if type_selected(comp, labels, lambda expr: _first(engine, expr, pod)):
+            typed.append(comp.name)
     candidates = typed or [c.name for c in karta.components]
     for comp in karta.components:
         if comp.name not in candidates or comp.name not in by_name:

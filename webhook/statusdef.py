@@ -15,6 +15,10 @@ from webhook.errors import join_path
 from webhook.reader import Reader
 
 #: Status categories in upstream's evaluation order (first match wins for our single value).
+#: ``progressing`` and ``pending`` are proposed upstream (dsx-ai-factory/workload-map issue
+#: 347: split ``initializing`` into "actively moving to running" and "waiting, nothing runs
+#: yet"); they are read and matched just before ``initializing``, the category they refine,
+#: progressing first (the more specific of the two when both match).
 STATUS_ORDER = (
     "resuming",
     "suspending",
@@ -22,6 +26,8 @@ STATUS_ORDER = (
     "running",
     "failed",
     "completed",
+    "progressing",
+    "pending",
     "initializing",
     "degraded",
 )
@@ -58,6 +64,9 @@ class StatusDefinition:
     message_field: str = "message"
     reason_field: str = "reason"
     mappings: Mapping[str, tuple[StatusMatcher, ...]] = field(default_factory=dict)
+    #: ``statusMappings`` keys that are no category this version knows (a newer upstream's):
+    #: read, reported as warnings, never matched
+    unknown: tuple[str, ...] = ()
 
 
 def _matcher(r: Reader, value: Any, path: str) -> StatusMatcher | None:
@@ -112,10 +121,11 @@ def parse_status(r: Reader, value: Any, path: str) -> StatusDefinition | None:
     mpath = join_path(path, "statusMappings")
     md = r.obj(d.get("statusMappings"), mpath) or {}
     mappings: dict[str, tuple[StatusMatcher, ...]] = {}
+    unknown: list[str] = []
     for key, matchers in md.items():
         kpath = join_path(mpath, key)
         if key not in STATUS_ORDER:
-            r.error(kpath, f"unknown status; expected one of {', '.join(STATUS_ORDER)}")
+            unknown.append(key)  # a category added upstream after us: not a reason to refuse
             continue
         parsed = [
             _matcher(r, m, join_path(kpath, i)) for i, m in enumerate(r.items(matchers, kpath))
@@ -127,4 +137,5 @@ def parse_status(r: Reader, value: Any, path: str) -> StatusDefinition | None:
         message_field=name("messageFieldName", "message"),
         reason_field=name("reasonFieldName", "reason"),
         mappings=mappings,
+        unknown=tuple(unknown),
     )

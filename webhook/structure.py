@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from webhook.definitions import Component, Karta
 from webhook.errors import FieldError, join_path
 from webhook.fields import Role
+from webhook.names import label_value_errors, qualified_name_errors
+from webhook.statusdef import STATUS_ORDER
 
 
 @dataclass
@@ -130,6 +132,11 @@ def _component(comp: Component, is_root: bool, out: Findings) -> None:
         out.warn(f"{join_path(p, 'statusDefinition')}: only the root's status is used")
     if comp.status is not None:
         mp = join_path(join_path(p, "statusDefinition"), "statusMappings")
+        for key in comp.status.unknown:
+            out.warn(
+                f"{join_path(mp, key)}: unknown status category, not evaluated "
+                f"(known: {', '.join(STATUS_ORDER)})"
+            )
         for key, matchers in comp.status.mappings.items():
             for i, m in enumerate(matchers):
                 if m.empty:
@@ -163,6 +170,29 @@ def _component(comp: Component, is_root: bool, out: Findings) -> None:
         )
     if comp.suspend is not None:
         _suspend_values(comp, out)
+    if comp.type_selector:
+        _type_selector(comp, out)
+
+
+def _type_selector(comp: Component, out: Findings) -> None:
+    """Upstream's rules for ``componentTypeSelector`` (its CRD's validation rules), and label
+    syntax for ``matchLabels``: a key or value no pod can carry would select nothing."""
+    tp = join_path(comp.field_path, "podSelector.componentTypeSelector")
+    key, labels = comp.expr(Role.TYPE_KEY), comp.type_labels
+    if not key and labels is None:
+        out.err(tp, "at least one of keyPath or matchLabels must be set")
+    if comp.type_value is not None and not key:
+        out.err(join_path(tp, "value"), "value requires keyPath")
+    if labels is None:
+        return
+    lp = join_path(tp, "matchLabels")
+    if not labels:
+        out.err(lp, "must have at least one label")
+    for k, v in labels.items():
+        for problem in qualified_name_errors(k):
+            out.err(join_path(lp, k), f"label key {k!r}: {problem}")
+        for problem in label_value_errors(v):
+            out.err(join_path(lp, k), f"label value {v!r}: {problem}")
 
 
 def _suspend_values(comp: Component, out: Findings) -> None:
