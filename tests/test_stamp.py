@@ -96,6 +96,34 @@ POLICIES: dict[str, Policy] = {
     "default scheduler": parse_policy(
         {"rules": [{"name": "s", "schedulerName": "default-scheduler"}]}
     ),
+    "pod fields": parse_policy(
+        {
+            "rules": [
+                {
+                    "name": "p",
+                    "priorityClassName": "train",
+                    "nodeSelector": {
+                        "nvidia.com/gpu.present": "true",
+                        "z": "$(workload.namespace)",
+                    },
+                },
+                {"name": "q", "nodeSelector": {"z": "other", "pool": "$(component)"}},
+            ]
+        }
+    ),
+    "pod fields overwrite": parse_policy(
+        {
+            "rules": [
+                {
+                    "name": "o",
+                    "overwrite": True,
+                    "priorityClassName": "high",
+                    "nodeSelector": {"kubernetes.io/arch": "arm64"},
+                    "labels": {"q": "x"},
+                }
+            ]
+        }
+    ),
 }
 
 SAMPLE_OBJECTS = [
@@ -396,3 +424,16 @@ def test_a_constant_the_injectable_rejects_declines_only_where_its_rule_applies(
         )
     )
     assert _check(karta, obj, elsewhere) is not None
+
+
+def test_a_rule_that_sets_tolerations_is_planned_by_the_general_path() -> None:
+    """The fast lane writes maps and single fields; a list (tolerations) is the general
+    path's, from the same outcomes, and the handler's answer is the general path's."""
+    obj = load(JOBSET)
+    karta = _karta(obj)
+    pol = parse_policy(
+        {"rules": [{"name": "t", "tolerations": [{"key": "gpu", "operator": "Exists"}]}]}
+    )
+    fast, general, said = _both(karta, obj, pol)
+    assert fast is None and not said
+    assert general.ops and general.ops == mutate_with(karta, pol, obj, ENGINE).ops

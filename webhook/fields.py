@@ -20,6 +20,7 @@ from typing import Literal
 
 from webhook.names import (
     label_value_errors,
+    priority_class_name_errors,
     qualified_name_errors,
     scheduler_name_errors,
 )
@@ -116,7 +117,8 @@ class Injectable:
     key: str
     #: one entry of it, in messages (``label``, ``schedulerName``)
     noun: str
-    #: a map of keys (labels, annotations) or one value (schedulerName)
+    #: a map of keys (labels, annotations, nodeSelector) or one value (schedulerName); a list
+    #: (tolerations) is neither: see ``is_list``
     is_map: bool
     #: where it lives below a PodTemplateSpec
     in_template: tuple[str, ...]
@@ -127,8 +129,9 @@ class Injectable:
     in_pod_spec: tuple[str, ...] | None
     #: where it lives below an ObjectMeta; None when it lives in the pod spec
     in_metadata: tuple[str, ...] | None
-    #: the fragmented field that locates it
-    fragment: Role
+    #: the fragmented field that locates it; None when upstream's format has none (then a
+    #: fragmented definition cannot carry it: never a guessed location)
+    fragment: Role | None
     #: syntax of a key (maps) and of a value: the problems, [] when fine; None: free text
     check_key: Callable[[str], list[str]] | None
     check_value: Callable[[str], list[str]] | None
@@ -136,6 +139,9 @@ class Injectable:
     invalid: str = ""
     #: values that count as not set: without ``overwrite`` they are replaced all the same
     unset: tuple[str, ...] = ()
+    #: a list of objects (tolerations): each entry is appended unless one with the same
+    #: identity (:func:`webhook.policy.toleration_identity`) is there
+    is_list: bool = False
 
 
 INJECTABLES: tuple[Injectable, ...] = (
@@ -181,7 +187,51 @@ INJECTABLES: tuple[Injectable, ...] = (
         # nothing about what the user wants; a policy's scheduler replaces it.
         unset=("default-scheduler",),
     ),
+    Injectable(
+        key="priorityClassName",
+        noun="priorityClassName",
+        is_map=False,
+        in_template=("spec", "priorityClassName"),
+        template_base=1,
+        in_pod_spec=("priorityClassName",),
+        in_metadata=None,
+        fragment=Role.PRIORITY_CLASS_NAME,
+        check_key=None,
+        check_value=priority_class_name_errors,
+        invalid="is not a valid priority class name",
+    ),
+    Injectable(
+        key="nodeSelector",
+        noun="nodeSelector",
+        is_map=True,
+        in_template=("spec", "nodeSelector"),
+        template_base=1,
+        in_pod_spec=("nodeSelector",),
+        in_metadata=None,
+        fragment=None,  # upstream's fragmented format has no nodeSelector path
+        check_key=qualified_name_errors,
+        check_value=label_value_errors,
+        invalid="is not a valid label value",
+    ),
+    Injectable(
+        key="tolerations",
+        noun="toleration",
+        is_map=False,
+        in_template=("spec", "tolerations"),
+        template_base=1,
+        in_pod_spec=("tolerations",),
+        in_metadata=None,
+        fragment=None,  # nor a tolerations path
+        check_key=None,
+        # each toleration is checked in full when the policy loads; only its value may hold
+        # variables, and a rendered value is checked as a label value (as the API server does)
+        check_value=label_value_errors,
+        invalid="is not a valid toleration value",
+        is_list=True,
+    ),
 )
+#: the injectables' keys, in table order (the policy's rule fields, the README's table)
+INJECTABLE_KEYS: tuple[str, ...] = tuple(i.key for i in INJECTABLES)
 
 # --------------------------------------------------------------------------- the jq fields
 
@@ -201,9 +251,11 @@ FRAGMENTS: tuple[Role, ...] = (
 )
 #: Read-only fragments that tell a pod's GPUs, most precise first.
 GPU_FRAGMENTS: tuple[Role, ...] = (Role.CONTAINERS, Role.CONTAINER, Role.RESOURCES)
-#: Fragments the webhook writes through (every injectable's); the others are read-only and
-#: may be computed, like upstream's ``resourcesPath: {requests: .spec.resources}``.
-WRITE_FRAGMENTS: tuple[Role, ...] = tuple(i.fragment for i in INJECTABLES)
+#: Fragments the webhook writes through (every injectable's that has one); the others are
+#: read-only and may be computed, like upstream's ``resourcesPath: {requests: .spec.resources}``.
+WRITE_FRAGMENTS: tuple[Role, ...] = tuple(i.fragment for i in INJECTABLES if i.fragment)
+#: the injectables a fragmented definition can locate, in the order of ``WRITE_FRAGMENTS``
+FRAGMENT_INJECTABLES: tuple[Injectable, ...] = tuple(i for i in INJECTABLES if i.fragment)
 
 _SPEC = ("specDefinition",)
 _FRAG = (*_SPEC, FRAGMENTED)

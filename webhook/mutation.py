@@ -15,11 +15,14 @@ from typing import Any
 
 from webhook import jqexpr
 from webhook.jqexpr import Path_
-from webhook.policy import Policy, Rule
+from webhook.policy import Policy, Rule, toleration_identity
 from webhook.workload import ComponentView, Instance, Workload
 
-#: Why a policy could not be applied in full (the ``reason`` of a mutation failure).
+#: Why a policy could not be applied in full (the ``reason`` of a mutation failure): a write
+#: path failed, a value is in the way, a rendered value is invalid, or the definition gives
+#: no place for a field the rule sets.
 EVALUATION, UNWRITABLE, INVALID_VALUE = "evaluation", "unwritable", "invalid_value"
+NOT_APPLICABLE = "not_applicable"
 
 
 @dataclass(slots=True)
@@ -51,6 +54,51 @@ class _Patch:
         self.root_lengths: set[int] = set()
         self.assigned: dict[tuple[Path_, str], Any] = {}  # keys set on existing containers
         self.changes = 0  # values set so far (a key set inside a created container has no op)
+        self.lists: dict[Path_, list[Any]] = {}  # lists our ops create (tolerations)
+        self.appended: dict[Path_, list[dict[str, Any]]] = {}  # entries our ops append
+
+    def append(
+        self, path: Path_, base: int, item: dict[str, Any], overwrite: bool, anchor: Any, at: str
+    ) -> str | None:
+        """Append ``item`` to the list at ``path`` (created when absent, in its parent at
+        ``path[:base]``) unless an entry with its identity (:func:`toleration_identity`) is
+        there; with ``overwrite`` such an entry that differs is replaced. ``at`` is the JSON
+        Pointer of ``path``. Returns None on success or no-op, else why it was skipped."""
+        made = self.lists.get(path)
+        mine = made if made is not None else self.appended.get(path, [])
+        want = toleration_identity(item)
+        for t in mine:  # entries our ops write: change them in place (their op holds them)
+            if toleration_identity(t) == want:
+                if overwrite and t != item:
+                    t.clear()
+                    t.update(item)
+                return None
+        if made is not None:
+            made.append(item)
+            self.changes += 1
+            return None
+        cur = self.get(path, base, anchor)
+        if cur is None:
+            parent = anchor if anchor is not None else self.get(path[:base])
+            if len(path) != base + 1 or not isinstance(parent, dict):
+                return f"{jqexpr.pointer(path[:base])} is not an object"
+            new = [item]
+            self.lists[path] = new
+            self.changes += 1
+            self.ops.append({"op": "add", "path": at, "value": new})
+            return None
+        if not isinstance(cur, list):
+            return f"{at} is not a list"
+        for i, t in enumerate(cur):
+            if isinstance(t, dict) and toleration_identity(t) == want:
+                if overwrite and _differs(t, item):
+                    self.changes += 1
+                    self.ops.append({"op": "replace", "path": f"{at}/{i}", "value": item})
+                return None
+        self.appended.setdefault(path, []).append(item)
+        self.changes += 1
+        self.ops.append({"op": "add", "path": at + "/-", "value": item})
+        return None
 
     def get(self, path: Path_, base: int = 0, anchor: Any = None) -> Any:
         """The value at ``path`` as our ops leave it; ``anchor``, when given, is the original
@@ -167,6 +215,13 @@ class _Patch:
         return None
 
 
+def _differs(have: dict[str, Any], want: dict[str, Any]) -> bool:
+    """Whether a toleration of the same identity says something else (value, seconds)."""
+    return (have.get("value") or "") != (want.get("value") or "") or have.get(
+        "tolerationSeconds"
+    ) != want.get("tolerationSeconds")
+
+
 def variables(name: str, namespace: str, kind: str) -> dict[str, str]:
     """The workload's variables; :func:`_apply` adds the instance's."""
     return {"workload.name": name, "workload.namespace": namespace, "workload.kind": kind}
@@ -186,6 +241,7 @@ def plan(w: Workload, policy: Policy, obj: Mapping[str, Any]) -> Plan:
     matched: set[int] = set()
     w_values = variables(w.name, w.namespace, w.gvk.kind) if policy.variable else {}
     rendered: dict[int, str] = {}  # values the same for every instance, by id of the setting
+    unplaced: set[tuple[str, str]] = set()  # (rule, field) said not applicable already
     for rule in policy.rules:
         if not rule.match.workload(w.gvk, w.namespace):
             continue
@@ -199,7 +255,7 @@ def plan(w: Workload, policy: Policy, obj: Mapping[str, Any]) -> Plan:
             before = patch.changes
             _apply(
                 rule, w_values if rule.variable else None, rendered, c, inst, patch, warnings,
-                failures,
+                failures, w.declined, unplaced,
             )  # fmt: skip
             if patch.changes > before:
                 mutated.add(n)
@@ -215,18 +271,29 @@ def _apply(
     patch: _Patch,
     warnings: list[str],
     failures: list[tuple[str, str]],
+    declined: frozenset[str] = frozenset(),
+    unplaced: set[tuple[str, str]] | None = None,
 ) -> None:
     """Everything ``rule`` sets on one instance, injectable by injectable (in table order):
-    a map's keys inside the map at its slot, a single value at its slot. ``w_values`` are
-    the workload's variables when the rule's values use any; ``rendered`` keeps, for the whole
-    workload, the values that do not depend on the instance."""
+    a map's keys inside the map at its slot, a single value at its slot, a list's entries
+    appended at its slot. ``w_values`` are the workload's variables when the rule's values
+    use any; ``rendered`` keeps, for the whole workload, the values that do not depend on the
+    instance. Fields in ``declined`` (the definition says its kind refuses them) are left
+    out; a field the instance has no place for is not applicable: a failure, said once per
+    rule and field (``unplaced``)."""
     values = None  # the instance's variables, made when a value needs them
     slots = inst.slots
     for inj, settings in rule.settings:
+        if inj.key in declined:
+            continue
         slot = slots.get(inj.key)
         if slot is None:
-            where = _where(rule, c, inst)
-            warnings.append(f"{where}: the definition gives no place for {inj.key}; skipped")
+            seen = unplaced if unplaced is not None else set()
+            if (rule.name, inj.key) not in seen:
+                seen.add((rule.name, inj.key))
+                said = f"{_where(rule, c, inst)}: the definition gives no place for {inj.key}"
+                warnings.append(f"{said}; not applicable, skipped")
+                failures.append((NOT_APPLICABLE, said))
             continue
         check = inj.check_value
         for s in settings:
@@ -244,6 +311,16 @@ def _apply(
                 shown = f"{inj.noun} {s.key}={value!r}" if s.key else f"{inj.noun} {value!r}"
                 warnings.append(f"{where}: {shown} {inj.invalid}; skipped")
                 failures.append((INVALID_VALUE, f"{where}: {shown} {inj.invalid}"))
+                continue
+            if inj.is_list:
+                entry = s.entry(value)
+                missed = patch.append(
+                    slot.path, slot.base, entry, rule.overwrite, slot.anchor, slot.pointer
+                )
+                if missed:
+                    where = _where(rule, c, inst)
+                    warnings.append(f"{where}: cannot add {inj.noun}: {missed}; skipped")
+                    failures.append((UNWRITABLE, f"{where}: cannot add {inj.noun}: {missed}"))
                 continue
             if s.key is not None:  # a key of the map at the slot
                 container, name, at = slot.path, s.key, (slot.pointer, s.tail)

@@ -53,3 +53,8 @@ def dns_subdomain_errors(value: str, what: str) -> list[str]:
 
 def scheduler_name_errors(value: str) -> list[str]:
     return dns_subdomain_errors(value, "schedulerName")
+
+
+def priority_class_name_errors(value: str) -> list[str]:
+    """A pod's ``priorityClassName``: the API server checks it as a DNS subdomain."""
+    return dns_subdomain_errors(value, "priorityClassName")

@@ -1,4 +1,5 @@
-"""The injection policy: which labels, annotations and ``schedulerName`` go where.
+"""The injection policy: which labels, annotations, ``schedulerName``, ``priorityClassName``,
+``nodeSelector`` and ``tolerations`` go where.
 
 A policy is a YAML document::
 
@@ -14,6 +15,10 @@ A policy is a YAML document::
       schedulerName: kai-scheduler
       labels: {kai.scheduler/queue: research}
       annotations: {example.com/owner: "$(workload.name)"}
+      priorityClassName: train       # set when absent
+      nodeSelector: {nvidia.com/gpu.present: "true"}   # merged by key
+      tolerations:                   # appended unless one with the same key, operator, effect
+      - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}
       overwrite: false               # default false
 
 Everything that can be checked before a request arrives is checked when the policy loads, so a
@@ -35,10 +40,15 @@ from webhook.errors import FieldError, InputError
 from webhook.fields import INJECTABLES, Injectable
 from webhook.gvk import GVK
 from webhook.jqexpr import pointer
+from webhook.names import label_value_errors, qualified_name_errors
 
 VARIABLES = ("workload.name", "workload.namespace", "workload.kind", "component", "instance")
 _VAR = re.compile(r"\$\$|\$\(([^)]*)\)")
 _RULE_FIELDS = {"name", "match", "overwrite", *(i.key for i in INJECTABLES)}
+#: a toleration's fields, and the values the API server accepts for two of them
+_TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
+TOLERATION_OPERATORS = ("Equal", "Exists")
+TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _MATCH_FIELDS = {"kinds", "namespaces", "components", "instances"}
 OPERATIONS = ("CREATE", "UPDATE")
 #: What happens to a workload the policy could not be applied to in full: ``open`` admits it
@@ -142,6 +152,17 @@ class Setting:
     #: whether the value differs between the instances of one workload (the template names
     #: ``$(component)`` or ``$(instance)``); if not, it is rendered once per workload
     per_instance: bool = False
+    #: a list entry's fields but its value (a toleration's key, operator, effect and
+    #: tolerationSeconds), in the order given; None for maps and single values
+    item: tuple[tuple[str, Any], ...] | None = None
+
+    def entry(self, value: str) -> dict[str, Any]:
+        """The list entry written for ``value`` (rendered): ``item`` with the value, which an
+        ``Exists`` toleration has none of."""
+        out = dict(self.item or ())
+        if value or out.get("operator") != "Exists":
+            out["value"] = value
+        return {k: out[k] for k in _TOLERATION_FIELDS if k in out}
 
     def value(self, variables: Mapping[str, str] | None) -> str:
         """The value for one instance (``variables``: see :data:`VARIABLES`), as
@@ -158,6 +179,9 @@ class Rule(Derives):
     #: by :attr:`~webhook.fields.Injectable.key`, what the rule sets (absent: nothing)
     sets: Mapping[str, Entries] = field(default_factory=dict)
     overwrite: bool = False
+    #: by key of a list injectable (tolerations), the entries the rule appends, each a map
+    #: whose ``value`` is a template (checked by :func:`parse_policy`)
+    items: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
     #: what the rule sets, injectable by injectable in table order (only those it sets),
     #: derived from ``sets``
     settings: tuple[tuple[Injectable, tuple[Setting, ...]], ...] = field(
@@ -171,6 +195,11 @@ class Rule(Derives):
     def __post_init__(self) -> None:
         settings = []
         for inj in INJECTABLES:
+            if inj.is_list:
+                got = self.items.get(inj.key, ())
+                if got:
+                    settings.append((inj, tuple(_list_setting(inj, item) for item in got)))
+                continue
             entries = self.sets.get(inj.key, ())
             if entries:
                 settings.append((inj, tuple(_setting(inj, k, t) for k, t in entries)))
@@ -190,6 +219,23 @@ def _setting(inj: Injectable, key: str | None, template: str) -> Setting:
     pieces = _pieces(template)
     per_instance = any(var in _INSTANCE_VARIABLES for _, var in pieces)
     return Setting(key, template, constant, invalid, tail, pieces, per_instance)
+
+
+def _list_setting(inj: Injectable, item: Mapping[str, Any]) -> Setting:
+    """A list entry (a toleration) as a setting: its value is the template, the rest fixed."""
+    template = item.get("value", "")
+    base = _setting(inj, None, template if isinstance(template, str) else "")
+    fixed = tuple((k, v) for k, v in item.items() if k != "value")
+    return Setting(
+        base.key, base.template, base.constant, base.invalid, "", base.pieces,
+        base.per_instance, fixed,
+    )  # fmt: skip
+
+
+def toleration_identity(t: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    """What makes two tolerations the same one for the policy: key, operator, effect (an
+    absent operator is ``Equal``, an absent effect matches every effect: ``""``)."""
+    return (t.get("key") or "", t.get("operator") or "Equal", t.get("effect") or "")
 
 
 _INSTANCE_VARIABLES = ("component", "instance")
@@ -279,6 +325,71 @@ def _entries(inj: Injectable, value: Any, where: str, errors: list[FieldError]) 
             for e in inj.check_value(_sample(val)):
                 errors.append(FieldError(kwhere, f"invalid value {val!r}: {e}"))
         out.append((key, val))
+    return tuple(out)
+
+
+def _tolerations(value: Any, where: str, errors: list[FieldError]) -> tuple[dict[str, Any], ...]:
+    """A rule's tolerations, each checked as the API server checks a pod's (operator
+    ``Exists`` or ``Equal``; ``Exists`` without a value; an empty key only with ``Exists``;
+    a known effect; ``tolerationSeconds`` only with ``NoExecute``). Only ``value`` may hold
+    variables."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        errors.append(FieldError(where, "must be a list of tolerations"))
+        return ()
+    out: list[dict[str, Any]] = []
+    for i, t in enumerate(value):
+        at = f"{where}[{i}]"
+        if not isinstance(t, dict):
+            errors.append(FieldError(at, "a toleration must be a map"))
+            continue
+        before = len(errors)
+        for k in t:
+            if k not in _TOLERATION_FIELDS:
+                known = ", ".join(_TOLERATION_FIELDS)
+                errors.append(FieldError(f"{at}.{k}", f"unknown field; a toleration has {known}"))
+        for k in ("key", "operator", "value", "effect"):
+            if k in t and not isinstance(t[k], str):
+                errors.append(FieldError(f"{at}.{k}", "must be a string (quote it in YAML)"))
+        if len(errors) > before:
+            continue
+        key, op, val = t.get("key", ""), t.get("operator", "Equal"), t.get("value", "")
+        effect = t.get("effect", "")
+        if op not in TOLERATION_OPERATORS:
+            errors.append(
+                FieldError(
+                    f"{at}.operator", f"{op!r} is not one of {', '.join(TOLERATION_OPERATORS)}"
+                )
+            )
+        if key:
+            for e in qualified_name_errors(key):
+                errors.append(FieldError(f"{at}.key", f"invalid key {key!r}: {e}"))
+        elif op != "Exists":
+            errors.append(FieldError(f"{at}.key", "required unless the operator is Exists"))
+        if op == "Exists" and val:
+            errors.append(FieldError(f"{at}.value", "must be empty when the operator is Exists"))
+        elif val and _check_template(val, f"{at}.value", errors):
+            for e in label_value_errors(_sample(val)):
+                errors.append(FieldError(f"{at}.value", f"invalid value {val!r}: {e}"))
+        if effect and effect not in TOLERATION_EFFECTS:
+            errors.append(
+                FieldError(
+                    f"{at}.effect",
+                    f"{effect!r} is not one of {', '.join(TOLERATION_EFFECTS)} (or empty: all)",
+                )
+            )
+        if "tolerationSeconds" in t:
+            secs = t["tolerationSeconds"]
+            if isinstance(secs, bool) or not isinstance(secs, int):
+                errors.append(FieldError(f"{at}.tolerationSeconds", "must be an integer"))
+            elif effect != "NoExecute":
+                errors.append(FieldError(f"{at}.tolerationSeconds", "only with effect NoExecute"))
+        if len(errors) == before:
+            if any(toleration_identity(o) == toleration_identity(t) for o in out):
+                errors.append(FieldError(at, "the same key, operator and effect as an earlier one"))
+            else:
+                out.append(dict(t))
     return tuple(out)
 
 
@@ -378,10 +489,16 @@ def parse_policy(doc: Any, source: str = "<policy>") -> Policy:
         sets = {
             inj.key: entries
             for inj in INJECTABLES
-            if (entries := _entries(inj, raw.get(inj.key), f"{base}.{inj.key}", errors))
+            if not inj.is_list
+            and (entries := _entries(inj, raw.get(inj.key), f"{base}.{inj.key}", errors))
         }
-        rule = Rule(name=name, match=match, sets=sets, overwrite=overwrite)
-        if not sets:
+        items = {
+            inj.key: got
+            for inj in INJECTABLES
+            if inj.is_list and (got := _tolerations(raw.get(inj.key), f"{base}.{inj.key}", errors))
+        }
+        rule = Rule(name=name, match=match, sets=sets, overwrite=overwrite, items=items)
+        if not sets and not items:
             keys = [i.key for i in INJECTABLES]
             errors.append(
                 FieldError(base, f"sets nothing: give {', '.join(keys[:-1])} or {keys[-1]}")

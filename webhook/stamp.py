@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from webhook.carry import declined
 from webhook.definitions import Component, Karta
 from webhook.fields import INJECTABLES, TEMPLATE, Injectable, Role
 from webhook.jqexpr import Outcome, Path_, Prepared, pointer
@@ -43,18 +44,20 @@ class _Place(NamedTuple):
 
 def _place(inj: Injectable) -> _Place | None:
     """The injectable's place, when it has the shape this path handles: a map whose parent
-    may be created, or a single field of a parent that must exist."""
+    may be created (``metadata``) or must exist (``spec``), or a single field of a parent
+    that must exist. Lists (tolerations) are the general path's."""
     steps = inj.in_template
-    if len(steps) != 2 or inj.template_base != (0 if inj.is_map else 1):
+    if len(steps) != 2 or inj.is_list or not (inj.is_map or inj.template_base == 1):
         return None
     return _Place(steps[0], steps[1], pointer(steps[:1]), pointer(steps))
 
 
-_FOUND = {inj.key: _place(inj) for inj in INJECTABLES}
-#: each injectable's place; None when one does not fit (then this path is never taken)
-PLACES: dict[str, _Place] | None = (
-    {k: p for k, p in _FOUND.items() if p is not None} if all(_FOUND.values()) else None
-)
+#: each injectable's place, by key, for those this path writes; a rule that sets another is
+#: planned by the general path
+PLACES: dict[str, _Place] = {inj.key: p for inj in INJECTABLES if (p := _place(inj)) is not None}
+#: the parents this path may create (``metadata``): a template without ``spec`` is the
+#: general path's, which warns
+_CREATED = {pointer(inj.in_template[:1]) for inj in INJECTABLES if inj.template_base == 0}
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,9 @@ def lane(karta: Karta) -> _Layout | None:
 
 def _layout_of(karta: Karta) -> _Layout | None:
     """Template components only (one with no pod spec at all writes nothing: its outcomes
-    can only make a warning, and any failed outcome sends the object to the general path)."""
-    if PLACES is None:
+    can only make a warning, and any failed outcome sends the object to the general path).
+    A definition whose kind refuses some policy fields is the general path's."""
+    if declined(karta):
         return None
     requests = mutation_requests(karta)
     if requests.deferred.forms:
@@ -119,11 +123,13 @@ _Action = tuple[
 
 def actions(rule: Rule) -> tuple[tuple[_Action, ...], bool]:
     """What :func:`plan` does for ``rule`` on each template, setting by setting
-    (:data:`_Action`); and whether a constant fails its check."""
-    assert PLACES is not None
+    (:data:`_Action`); and whether the general path must plan it: a constant fails its
+    check, or the rule sets a field this path does not write (tolerations)."""
     acts = []
     for inj, settings in rule.settings:
-        place = PLACES[inj.key]
+        place = PLACES.get(inj.key)
+        if place is None:
+            return (), True
         check = inj.check_value
         for s in settings:
             acts.append(
@@ -163,8 +169,6 @@ def plan(
     """The patch ``policy`` makes on ``obj``, from what each expression of ``layout.prepared``
     (the :func:`lane` of ``karta``) gave (the :attr:`~webhook.jqexpr.Outcome.items` of
     outcomes without an error); None when the general path must plan it."""
-    if PLACES is None:
-        return None
     found: list[tuple[str, str, Path_, dict[str, Any]]] = []
     for c, at_paths, at_ids in layout.components:
         items = results[at_paths]
@@ -211,8 +215,8 @@ def plan(
         for n, (component, iid, loc, template) in enumerate(found):
             if narrowed and not rule.match.instance(component, iid):
                 continue
-            if invalid:  # a constant the injectable rejects: the general path warns
-                return None
+            if invalid:  # a constant the injectable rejects (the general path warns), or a
+                return None  # field this path does not write
             state = states.get(n)
             if state is None:
                 state = states[n] = (pointer(loc), {}, {})
@@ -261,6 +265,8 @@ def plan(
                         top[place_key] = made[place_at] = {key: value}
                         continue
                 parent = template.get(parent_key)
+                if parent is None and parent_at not in _CREATED:  # no spec: the general path
+                    return None
                 if parent is None:  # no metadata: one op adds it with the map and the key
                     box = made[place_at] = {key: value}
                     top = made[parent_at] = {place_key: box}

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook import jqsyntax
+from webhook import carry, jqsyntax
 from webhook.builtin_schemas import builtin_schema
 from webhook.checkbase import MAX_CULPRITS, NOT_EVALUATED, TIMED_OUT, mode, timed_out
 from webhook.definitions import JqField, jq_fields, parse
@@ -91,6 +91,9 @@ def check(
         c.err("", f"internal error while validating: {type(e).__name__}: {e}")
     gvk = karta.gvk if karta.gvk and karta.gvk.version and karta.gvk.kind else None
     real = c.checked - c.synthesised
+    c.found.errors.extend(carry.declined_errors(karta))
+    if (fields := carry.summary(karta)) is not None:
+        c.notes.append(fields)
     return Report(
         source, karta.name, gvk, c.found.errors, c.found.warnings, real, c.notes, c.synthesised
     )

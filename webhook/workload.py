@@ -27,9 +27,11 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from webhook import gpus, status
+from webhook.carry import declined
 from webhook.definitions import Component, Karta
 from webhook.fields import (
     COMPONENT_FIELDS,
+    FRAGMENT_INJECTABLES,
     FRAGMENTED,
     GPU_FRAGMENTS,
     INJECTABLES,
@@ -108,6 +110,8 @@ class Workload:
     warnings: tuple[str, ...] = field(default=())
     #: write paths that failed to evaluate (not absent: failed), so their templates are unknown
     failures: tuple[str, ...] = field(default=())
+    #: policy fields the definition says its kind refuses (:func:`webhook.fields.declined`)
+    declined: frozenset[str] = field(default=frozenset())
 
     @property
     def gpus(self) -> int:
@@ -259,6 +263,7 @@ def resolve(
         status=category,
         warnings=tuple(warnings),
         failures=tuple(batch.failures),
+        declined=declined(karta),
     )
 
 
@@ -404,7 +409,8 @@ def _shared_parent(c: Component) -> _Shared | None:
     if c.pattern != FRAGMENTED or c.exprs.get(Role.INSTANCE_ID):
         return None
     fields = []
-    for inj in INJECTABLES:
+    for inj in FRAGMENT_INJECTABLES:
+        assert inj.fragment is not None
         expr = c.exprs.get(inj.fragment)
         if expr:
             keys = key_chain(expr)
@@ -509,7 +515,8 @@ def _fragments_of(c: Component) -> _Fragments:
     return _Fragments(
         tuple(
             (i.key, c.exprs.get(i.fragment), f"fragmentedPodSpecDefinition.{i.fragment.value}")
-            for i in INJECTABLES
+            for i in FRAGMENT_INJECTABLES
+            if i.fragment is not None
         ),
         tuple(c.exprs.get(role) for role in GPU_FRAGMENTS),
     )
