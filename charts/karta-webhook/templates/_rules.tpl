@@ -7,6 +7,7 @@ definitions for unless manageWebhooks is false.
 {{- define "karta-webhook.catalogRules" -}}
 - {apiGroups: [""], apiVersions: ["v1"], resources: [pods]}
 - {apiGroups: ["agents.x-k8s.io"], apiVersions: ["v1alpha1"], resources: [sandboxes]}
+- {apiGroups: ["agents.x-k8s.io"], apiVersions: ["v1beta1"], resources: [sandboxes]}
 - {apiGroups: ["apps"], apiVersions: ["v1"], resources: [daemonsets, deployments, replicasets, statefulsets]}
 - {apiGroups: ["apps.nvidia.com"], apiVersions: ["v1alpha1"], resources: [nimcaches, nimservices]}
 - {apiGroups: ["argoproj.io"], apiVersions: ["v1alpha1"], resources: [workflows]}
