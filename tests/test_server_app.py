@@ -446,6 +446,50 @@ def test_a_failed_reload_shows_in_the_reload_gauges(state: State, policy_file: P
     assert metric(success, source="policy") == 1
 
 
+def test_readyz_lists_stale_sources_and_stays_ready(state: State, policy_file: Path) -> None:
+    """A source whose last reload failed is named by /readyz, which stays 200: the last good
+    version serves (as Prometheus does). A source beside the files (the serving certificate)
+    reports through the reloader, and shows in the gauges as well."""
+    clock = Clock()
+    reloader = FileReloader(state, clock=clock)
+    cert_ok = [True]
+    reloader.sources["certificates"] = lambda: (cert_ok[0], 42.0)
+    client = server.create_app(state, reloader=reloader).test_client()
+
+    def readyz() -> tuple[int, list[str]]:
+        clock.now += 10
+        r = client.get("/readyz")
+        return r.status_code, r.get_json()["staleSources"]
+
+    assert readyz() == (200, [])
+    policy_file.write_text("rules: [{name: x, bogus: 1}]\n")
+    os.utime(policy_file, ns=(1, 1))
+    cert_ok[0] = False
+    assert readyz() == (200, ["certificates", "policy"])
+    success = "karta_webhook_config_last_reload_successful"
+    assert metric(success, source="certificates") == 0
+    assert metric("karta_webhook_config_last_reload_timestamp_seconds", source="certificates") == 42
+    policy_file.write_text(POLICY)
+    os.utime(policy_file, ns=(2, 2))
+    cert_ok[0] = True
+    assert readyz() == (200, [])
+    assert metric(success, source="certificates") == 1
+
+
+def test_a_source_that_raises_is_stale_not_a_crash(state: State) -> None:
+    clock = Clock()
+    reloader = FileReloader(state, clock=clock)
+
+    def broken() -> tuple[bool, float]:
+        raise RuntimeError("boom")
+
+    reloader.sources["certificates"] = broken
+    client = server.create_app(state, reloader=reloader).test_client()
+    clock.now += 10
+    r = client.get("/readyz")
+    assert r.status_code == 200 and r.get_json()["staleSources"] == ["certificates"]
+
+
 def test_reload_is_throttled(state: State, policy_file: Path) -> None:
     clock = Clock()
     client = server.create_app(state, reloader=FileReloader(state, clock=clock)).test_client()

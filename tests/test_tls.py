@@ -120,3 +120,25 @@ def test_a_client_ca_that_does_not_load_is_an_error_naming_it(
         CertReloader(cert, key, bad)
     with pytest.raises(ClientCAError, match="No such file"):
         CertReloader(cert, key, tmp_path / "missing.crt")
+
+
+def test_status_says_whether_the_last_load_succeeded_and_when(
+    tmp_path: Path, serving: tuple[Path, Path, Path]
+) -> None:
+    """The ``certificates`` source of the reload gauges and /readyz: a certificate that does
+    not load is reported (the last good one serving on) at the next look, and a good one
+    again once it is mended."""
+    cert, key, _ = serving
+    reloader = CertReloader(cert, key)
+    ok, started = reloader.status
+    assert ok and started > 0
+    good = cert.read_bytes()
+    cert.write_text("garbage\n")
+    ok, failed_at = reloader.poll()
+    assert not ok and failed_at >= started
+    first = reloader.context()
+    assert reloader.poll() == (False, failed_at)  # the same broken file: not retried
+    assert reloader.context() is first  # the last good context serves on
+    cert.write_bytes(good + b"\n")  # a different stamp than before, and loadable
+    ok, mended_at = reloader.poll()
+    assert ok and mended_at >= failed_at

@@ -87,19 +87,20 @@ DEFINITIONS = Gauge(
 )
 
 # Configuration health to alert on, as Prometheus' own prometheus_config_last_reload_*: per
-# file source (catalog, policy), 1 when its last load succeeded (the server then serves it),
-# 0 when it failed (the last good version stays in force), and when that was. livemin: a
-# source is failed when any live worker says so.
+# source (catalog, policy, certificates), 1 when its last load succeeded (the server then
+# serves it), 0 when it failed (the last good version stays in force), and when that was.
+# livemin: a source is failed when any live worker says so.
 RELOAD_SUCCESS = Gauge(
     "karta_webhook_config_last_reload_successful",
-    "Whether the last load of a configuration source (catalog, policy) succeeded: 1 yes, 0 no "
-    "(the last good version is still served).",
+    "Whether the last load of a configuration source (catalog, policy, certificates) "
+    "succeeded: 1 yes, 0 no (the last good version is still served).",
     ["source"],
     multiprocess_mode="livemin",
 )
 RELOAD_TIME = Gauge(
     "karta_webhook_config_last_reload_timestamp_seconds",
-    "When a configuration source (catalog, policy) was last loaded, successfully or not.",
+    "When a configuration source (catalog, policy, certificates) was last loaded, successfully "
+    "or not.",
     ["source"],
     multiprocess_mode="livemax",
 )

@@ -138,8 +138,9 @@ class State:
         self._policy = self._load_policy()
         self._stamps = self._current_stamps()
         self.snapshot = Snapshot(Registry(self._file_defs), self._policy)
-        #: per file source (``catalog``, ``policy``): whether its last load succeeded and when
-        #: (wall-clock seconds), for the reload-health metrics
+        #: per source (``catalog``, ``policy``, and ``certificates`` when served): whether its
+        #: last load succeeded and when (wall-clock seconds), for the reload-health metrics and
+        #: ``/readyz``'s stale sources
         self.reload_status: dict[str, tuple[bool, float]] = {
             key: (True, time.time()) for key in self._watched_files()
         }
@@ -269,6 +270,10 @@ class FileReloader:
         #: called with ``state.reload_status`` after each look at the files (the server
         #: publishes it as metrics)
         self.on_result: list[Callable[[dict[str, tuple[bool, float]]], None]] = []
+        #: sources beside the state's files, by name (``certificates``): each call looks at
+        #: its files, loading them if they changed, and says whether its last load succeeded
+        #: and when; recorded in ``state.reload_status`` at every look
+        self.sources: dict[str, Callable[[], tuple[bool, float]]] = {}
 
     @property
     def threaded(self) -> bool:
@@ -298,6 +303,12 @@ class FileReloader:
                 "reload failed; the last good version stays in force",
                 extra={"fields": {"error": str(e)}},
             )
+        for name, poll in list(self.sources.items()):
+            try:
+                self.state.reload_status[name] = poll()
+            except Exception:  # the source keeps its last good version and says nothing new
+                log.exception("reloading a source failed", extra={"fields": {"source": name}})
+                self.state.reload_status[name] = (False, time.time())
         for fn in self.on_result:
             try:
                 fn(dict(self.state.reload_status))

@@ -99,7 +99,9 @@ def create_app(
 
     Routes: ``POST /mutate``, ``POST /validate`` (AdmissionReview v1 in and out), ``GET /healthz``
     (the process answers), ``GET /readyz`` (definitions loaded and ``state.ready``, e.g. the
-    first cluster list applied; 503 otherwise), ``GET /metrics`` (Prometheus).
+    first cluster list applied; 503 otherwise; ``staleSources`` names the sources whose last
+    reload failed, which leaves the server ready on their last good version), ``GET /metrics``
+    (Prometheus).
 
     ``engine`` evaluates the definitions' jq on workloads and ``validate_engine`` on samples
     when a Karta is checked (the app owns them unless given); ``samples`` are
@@ -189,6 +191,9 @@ def create_app(
             "definitions": n,
             "policyRules": len(snap.policy.rules),
             "clusterSynced": bool(state.ready),
+            # sources whose last reload failed: still ready, their last good version serves
+            # (as Prometheus does); the reload gauges are what to alert on
+            "staleSources": stale_sources(state.reload_status),
         }
         return Response(admission.dumps(body), 200 if ready else 503, mimetype="application/json")
 
@@ -332,6 +337,11 @@ def _busy(req: admission.Request) -> handlers.Result:
         message="karta-webhook: other Kartas are being validated right now; try again",
     )
     return handlers.Result(resp, "Karta", "busy")
+
+
+def stale_sources(status: Mapping[str, tuple[bool, float]]) -> list[str]:
+    """The sources (``catalog``, ``policy``, ``certificates``) whose last reload failed."""
+    return sorted(name for name, (ok, _) in status.items() if not ok)
 
 
 def _text(code: int, text: str) -> Response:

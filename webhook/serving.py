@@ -171,6 +171,9 @@ def run(
         validate_timeout=validate_timeout,
     )
     hooks: Webhooks = app.extensions["karta"]
+    # the serving certificate is a reload source too: checked with the files, reported with them
+    hooks.reloader.sources["certificates"] = cert.poll
+    state.reload_status["certificates"] = cert.status
     # The master never serves: drop the gauge it just set, or its stale value would outlive
     # the workers' reloads ("livemax" counts every live process).
     metrics.mark_process_dead(os.getpid())

@@ -7,6 +7,7 @@ import logging
 import os
 import ssl
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,11 @@ class CertReloader:
     that built its context once still hands new connections the new certificate. A pair that
     does not load (the key written, the certificate not yet, or garbage) is retried on the next
     connection while the last good context stays in use.
+
+    :attr:`status` says whether the last load succeeded and when (wall-clock seconds), for
+    the ``certificates`` source of the reload-health metrics and ``/readyz``; :meth:`poll`
+    looks at the files now (the server's reload thread calls it, so a change is noticed, and
+    a broken one reported, also while no connection comes).
     """
 
     def __init__(
@@ -43,6 +49,8 @@ class CertReloader:
         self._stamp: tuple[Any, ...] | None = None
         self._failed: tuple[Any, ...] | None = None
         self._ctx: ssl.SSLContext | None = None
+        #: whether the last load of the files succeeded, and when
+        self.status: tuple[bool, float] = (True, time.time())
         self.context()  # fail now, not on the first connection, if the files are unusable
 
     def _stamps(self) -> tuple[Any, ...]:
@@ -76,10 +84,16 @@ class CertReloader:
     def context(self) -> ssl.SSLContext:
         stamp = self._stamps()
         ctx = self._ctx
-        if ctx is not None and (stamp == self._stamp or stamp == self._failed):
+        if ctx is not None and (
+            stamp == self._failed or (stamp == self._stamp and self._failed is None)
+        ):
             return ctx
         with self._lock:
-            if self._ctx is not None and stamp in (self._stamp, self._failed):
+            if self._ctx is not None and stamp == self._failed:
+                return self._ctx
+            if self._ctx is not None and stamp == self._stamp:
+                # the files are back as they were when they last loaded: that version serves
+                self._failed, self.status = None, (True, time.time())
                 return self._ctx
             try:
                 new = self._build()
@@ -91,12 +105,18 @@ class CertReloader:
                         "new TLS certificate not loaded; serving the previous one",
                         extra={"fields": {"cert": self.certfile, "error": str(e)}},
                     )
-                self._failed = stamp
+                self._failed, self.status = stamp, (False, time.time())
                 return self._ctx
             if self._ctx is not None:
                 log.info("TLS certificate reloaded", extra={"fields": {"cert": self.certfile}})
             self._ctx, self._stamp, self._failed = new, stamp, None
+            self.status = (True, time.time())
             return new
+
+    def poll(self) -> tuple[bool, float]:
+        """Look at the files now (loading them if they changed); :attr:`status` after it."""
+        self.context()
+        return self.status
 
     def _sni(self, sock: ssl.SSLObject | ssl.SSLSocket, server_name: str | None, _ctx: Any) -> None:
         new = self.context()

@@ -373,3 +373,57 @@ def test_policy_change_reaches_the_next_mutate(srv: Server) -> None:
             break
         time.sleep(0.2)
     assert all(g == {"other-scheduler"} for g in got), got
+
+
+def _stale_everywhere(srv: Server, want: list[str]) -> tuple[int, dict[str, Any]]:
+    """/readyz until four answers in a row (both workers, each looking once a second) name
+    ``want`` as the stale sources; the last answer."""
+    deadline = time.monotonic() + 10
+    while True:
+        answers = [srv.request("GET", "/readyz") for _ in range(4)]
+        if all(json.loads(b)["staleSources"] == want for _, b in answers):
+            break
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    status, body = answers[-1]
+    return status, json.loads(body)
+
+
+def _reload_gauge(srv: Server, source: str) -> float:
+    status, body = srv.request("GET", "/metrics")
+    assert status == 200
+    pattern = rf'^karta_webhook_config_last_reload_successful\{{source="{source}"\}} (\S+)$'
+    found = re.search(pattern, body.decode(), re.M)
+    assert found, body.decode()
+    return float(found.group(1))
+
+
+def test_a_failed_reload_is_a_stale_source_still_ready(srv: Server) -> None:
+    """A serving certificate or a policy that no longer loads: the last good one serves on,
+    /readyz stays 200 and names the source, the gauge of that source reads 0; both mended,
+    nothing is stale and the gauges read 1."""
+    cert, policy = srv.certs / "tls.crt", srv.policy
+    good_cert, good_policy = cert.read_bytes(), policy.read_text()
+    assert _reload_gauge(srv, "certificates") == 1
+    try:
+        cert.write_text("garbage\n")
+        status, body = _stale_everywhere(srv, ["certificates"])
+        assert status == 200 and body["ready"] is True and body["staleSources"] == ["certificates"]
+        assert _reload_gauge(srv, "certificates") == 0
+        assert _reload_gauge(srv, "policy") == 1
+        assert _peer_fingerprint(srv) == cert_fingerprint_of(good_cert)  # the last good one
+        policy.write_text("rules: [{name: x, bogus: 1}]\n")
+        status, body = _stale_everywhere(srv, ["certificates", "policy"])
+        assert status == 200 and body["staleSources"] == ["certificates", "policy"]
+        assert _reload_gauge(srv, "policy") == 0
+    finally:
+        cert.write_bytes(good_cert)
+        policy.write_text(good_policy)
+    status, body = _stale_everywhere(srv, [])
+    assert status == 200 and body["staleSources"] == []
+    assert _reload_gauge(srv, "certificates") == 1 and _reload_gauge(srv, "policy") == 1
+
+
+def cert_fingerprint_of(pem: bytes) -> str:
+    return hashlib.sha256(ssl.PEM_cert_to_DER_cert(pem.decode())).hexdigest()
