@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from gunicorn.config import Config
+from gunicorn.http import get_parser
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -92,6 +94,7 @@ def test_started_tells_an_idle_connection_from_one_sending() -> None:
         (b"POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
         (b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 400),
         (b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\n", 400),
         (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
         (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY", 400),
         (b"GET / HTTP/1.1\r\nX: " + b"a" * MAX_HEAD, 431),
@@ -104,10 +107,93 @@ def test_what_cannot_be_framed_is_bad(data: bytes, status: int) -> None:
     assert verdict is Verdict.BAD and f.error[0] == status
 
 
-def test_repeated_equal_content_lengths_are_one() -> None:
-    data = b"POST / HTTP/1.1\r\nContent-Length: 2, 2\r\nContent-Length: 2\r\n\r\nab"
+def gunicorn_reads(data: bytes) -> bool:
+    """Whether gunicorn's own (pure Python) parser takes ``data`` as a request, body and
+    trailer included."""
+    cfg = Config()
+    cfg.set("http_parser", "python")
+    try:
+        req = next(get_parser(cfg, iter([data]), ("127.0.0.1", 1)))
+        req.body.read()
+    except Exception:
+        return False
+    return True
+
+
+CHUNKED_HEAD = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+#: What gunicorn refuses on a request thread, and the framer refuses first (issue 26 item 1).
+STRICT = {
+    "identical Content-Lengths": b"POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab",
+    "Content-Length list": b"POST / HTTP/1.1\r\nContent-Length: 2, 2\r\n\r\nab",
+    "NUL in a value": b"GET / HTTP/1.1\r\nX: a\x00b\r\n\r\n",
+    "CR in a value": b"GET / HTTP/1.1\r\nX: a\rb\r\n\r\n",
+    "LF in a value": b"GET / HTTP/1.1\r\nX: a\nb\r\n\r\n",
+    "DEL in a value": b"GET / HTTP/1.1\r\nX: a\x7fb\r\n\r\n",
+    "chunked on HTTP/1.0": b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    "chunk size then space": CHUNKED_HEAD + b"1 \r\na\r\n0\r\n\r\n",
+    "chunk size then tab": CHUNKED_HEAD + b"1\t\r\na\r\n0\r\n\r\n",
+    "bad chunk extension": CHUNKED_HEAD + b"1;=x\r\na\r\n0\r\n\r\n",
+    "Content-Length trailer": CHUNKED_HEAD + b"0\r\nContent-Length: 5\r\n\r\n",
+    "Transfer-Encoding trailer": CHUNKED_HEAD + b"0\r\nTransfer-Encoding: chunked\r\n\r\n",
+    "Host trailer": CHUNKED_HEAD + b"0\r\nHost: y\r\n\r\n",
+    "NUL in a trailer": CHUNKED_HEAD + b"0\r\nX: a\x00\r\n\r\n",
+    "obs-fold": b"GET / HTTP/1.1\r\nX: a\r\n  b\r\n\r\n",
+    "space before colon": b"GET / HTTP/1.1\r\nX : a\r\n\r\n",
+    "not a token": b"GET / HTTP/1.1\r\nX(y): a\r\n\r\n",
+    "Transfer-Encoding identity": b"POST / HTTP/1.1\r\nTransfer-Encoding: identity\r\n\r\n",
+    "chunked twice": b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n",
+    "chunked in two headers": b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    "chunked not last": b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
+    "unknown coding": b"POST / HTTP/1.1\r\nTransfer-Encoding: foo, chunked\r\n\r\n0\r\n\r\n",
+    "TE and CL": b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n0\r\n\r\n",
+    "two Hosts": b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    "two Content-Types": b"GET / HTTP/1.1\r\nContent-Type: a\r\nContent-Type: b\r\n\r\n",
+    "lowercase method": b"get / HTTP/1.1\r\n\r\n",
+    "control in target": b"GET /a\x01b HTTP/1.1\r\n\r\n",
+    "authority form": b"GET example.com:80 HTTP/1.1\r\n\r\n",
+    "asterisk not OPTIONS": b"GET * HTTP/1.1\r\n\r\n",
+    "version HTTP/1.x": b"GET / HTTP/1.x\r\n\r\n",
+    "bare LF head": b"GET / HTTP/1.1\nHost: x\n\n",
+    "bare LF trailer": CHUNKED_HEAD + b"0\r\nX: 1\n\n",
+}
+
+
+@pytest.mark.parametrize("name", list(STRICT))
+def test_what_gunicorn_refuses_the_framer_refuses_with_400(name: str) -> None:
+    data = STRICT[name]
+    assert not gunicorn_reads(data)  # the case is one gunicorn's parser refuses
+    verdict, f, _ = feed(data)
+    assert verdict is Verdict.BAD and f.error[0] == 400, f.error
+    for n in range(len(data)):  # however it arrives: refused, or waiting for more of it
+        assert feed(data, [n])[0] in (Verdict.BAD, Verdict.MORE)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        GET,
+        POST,
+        CHUNKED,
+        CHUNKED_HEAD + b"1 ; a = b\r\na\r\n0\r\n\r\n",  # whitespace before an extension
+        CHUNKED_HEAD + b'1;a="q \\" x"\r\na\r\n0\r\n\r\n',  # a quoted extension value
+        b"GET / HTTP/1.1\r\nX: a\tb\r\n\r\n",  # HTAB inside a value
+        b"GET / HTTP/1.0\r\nX: \x80\xff\r\n\r\n",  # obs-text
+        b"OPTIONS * HTTP/1.1\r\n\r\n",
+        b"GET http://h/x HTTP/1.1\r\n\r\n",
+        b"POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+    ],
+)
+def test_what_both_read_is_complete(data: bytes) -> None:
+    assert gunicorn_reads(data)
     verdict, f, _ = feed(data)
     assert verdict is Verdict.COMPLETE and f.end == len(data)
+
+
+def test_a_content_length_of_many_digits_is_oversized_not_a_crash() -> None:
+    f = Framer(max_head=10_000, max_body=MAX_BODY, drain_limit=DRAIN)  # past int()'s 4300 digits
+    verdict = f.scan(b"POST / HTTP/1.1\r\nContent-Length: %s\r\n\r\n" % (b"9" * 5000))
+    assert verdict is Verdict.MORE and f.oversized and f.drain_exceeded
 
 
 def test_a_long_trailer_is_bad() -> None:

@@ -3,15 +3,32 @@
 The worker's poller reads each connection without blocking and hands a request to a request
 thread only once it is complete; :class:`Framer` tells, from the bytes buffered so far, whether
 they hold a whole request (head and body), the start of one whose body is over the cap, or
-something that is not HTTP/1.1 framing at all. It reads only what framing needs (the request
-line, ``Content-Length``, ``Transfer-Encoding``, ``Expect``): gunicorn's parser validates the
-complete request again in the thread. Pure: no I/O, incremental (every byte is looked at a
-bounded number of times however the request is split into reads).
+something that is not HTTP/1.1 framing at all. It keeps only what framing needs (the request
+line, ``Content-Length``, ``Transfer-Encoding``, ``Expect``) but checks the syntax of every
+line of the head, the chunk lines and the trailer as strictly as gunicorn's parser does (and
+RFC 9112 asks), and refuses with 400 whatever gunicorn would refuse there: the poller answers
+it and closes, so a request thread never sees bytes the two could frame differently, and what
+was pipelined after them is never read as a request. gunicorn's parser validates the complete
+request again in the thread. Pure: no I/O, incremental (every byte is looked at a bounded
+number of times however the request is split into reads).
+
+Refused (400 unless said): a request line that is not ``method SP target SP HTTP/1.d`` with a
+token method (3-20 characters, no lowercase, as gunicorn) and a target of printable ASCII in
+origin, absolute, asterisk (OPTIONS) or authority (CONNECT) form; a line ended by a bare LF;
+a header or trailer line without a colon, whose name is not a token (whitespace before the
+colon, obs-fold continuation lines) or whose value holds a control character (NUL, CR, LF,
+...; HTAB is allowed); Content-Length more than once, as a list or not all digits; Host or
+Content-Type more than once; Transfer-Encoding together with Content-Length, on HTTP/1.0, or
+not ending with exactly one ``chunked`` (other codings before it: 501); a chunk size that is
+not hex digits (whitespace after it only before an extension), a malformed chunk extension;
+in a trailer, the fields RFC 9110 section 6.5.1 forbids there (Content-Length,
+Transfer-Encoding, Host, Trailer, TE, Authorization).
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 
 #: Longest chunk-size line (size, extensions, CRLF) accepted in a chunked body.
@@ -22,6 +39,37 @@ RAW_OVERHEAD = 2
 
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 _DIGITS = frozenset(b"0123456789")
+#: RFC 9110 section 5.6.2: a token (field names, methods, transfer codings).
+_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+#: RFC 9110 section 5.5: a field value holds no control character but HTAB.
+_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+#: RFC 9112 section 3.2: a request target is printable ASCII (the rest is percent-encoded).
+_BAD_TARGET = re.compile(rb"[^\x21-\x7e]")
+_VERSION = re.compile(rb"HTTP/1\.[0-9]")
+#: An LF that is not the end of a CRLF (RFC 9112 section 2.2: every line ends with CRLF).
+_BARE_LF = re.compile(rb"(?<!\r)\n")
+#: RFC 9112 section 7.1.1, from the first ";" of a chunk size line (as gunicorn checks it).
+_EXT_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_QUOTED = rb'"(?:[\t !#-\[\]-~\x80-\xff]|\\[\t -~\x80-\xff])*"'
+_CHUNK_EXT = re.compile(
+    rb"(?:[ \t]*;[ \t]*"
+    + _EXT_TOKEN
+    + rb"(?:[ \t]*=[ \t]*(?:"
+    + _EXT_TOKEN
+    + rb"|"
+    + _QUOTED
+    + rb"))?)*"
+)
+#: Fields a request may hold once only (RFC 9110 section 5.3; gunicorn refuses a repeat).
+_SINGLETONS = frozenset({b"host", b"content-type", b"content-length"})
+#: Fields forbidden in a trailer (RFC 9110 section 6.5.1; gunicorn refuses them there).
+_NOT_IN_TRAILER = frozenset(
+    {b"content-length", b"transfer-encoding", b"host", b"trailer", b"te", b"authorization"}
+)
+#: Codings a server may know but this one does not decode (RFC 9112 section 6.1: 501).
+_CODINGS = frozenset({b"gzip", b"x-gzip", b"deflate", b"compress", b"x-compress"})
+#: More Content-Length digits than this is more than any cap (and than int() takes).
+_MAX_DIGITS = 18
 
 
 class Verdict(enum.Enum):
@@ -126,6 +174,8 @@ class Framer:
 
     def _scan_head(self, buf: bytes | bytearray) -> Verdict | None:
         i = buf.find(b"\r\n\r\n", max(0, self._searched - 3))
+        if _BARE_LF.search(buf, max(0, self._searched - 1), len(buf) if i < 0 else i):
+            return self._bad(400, "a line of the request head ends with a bare LF")
         if i < 0:
             self._searched = len(buf)
             if len(buf) > self.max_head:
@@ -135,37 +185,42 @@ class Framer:
         if end > self.max_head:
             return self._bad(431, "request header fields too large")
         lines = bytes(buf[:i]).split(b"\r\n")
-        parts = lines[0].split(b" ")
-        if len(parts) != 3 or not parts[0] or not parts[1] or not parts[2].startswith(b"HTTP/1."):
-            return self._bad(400, "invalid request line")
-        method, target, version = parts
-        lengths: list[bytes] = []
+        problem = _request_line_problem(lines[0])
+        if problem:
+            return self._bad(400, problem)
+        method, target, version = lines[0].split(b" ")
+        length: int | None = None
         codings: list[bytes] = []
         expect = False
+        seen: set[bytes] = set()
         for line in lines[1:]:
-            name, colon, value = line.partition(b":")
-            if not colon or not name or name != name.strip(b" \t"):
-                return self._bad(400, "invalid header line")
-            name = name.lower()
-            value = value.strip(b" \t")
+            field = _field(line)
+            if isinstance(field, str):
+                return self._bad(400, field)
+            name, value = field
+            if name in _SINGLETONS:
+                if name in seen:
+                    return self._bad(400, f"more than one {_title(name)} header")
+                seen.add(name)
             if name == b"content-length":
-                lengths += [v.strip(b" \t") for v in value.split(b",")]
+                if not value or not set(value) <= _DIGITS:
+                    return self._bad(400, "invalid Content-Length: not a decimal number")
+                length = int(value) if len(value) <= _MAX_DIGITS else 10**_MAX_DIGITS
             elif name == b"transfer-encoding":
                 codings += [c.strip(b" \t").lower() for c in value.split(b",")]
             elif name == b"expect" and value.lower() == b"100-continue":
                 expect = version == b"HTTP/1.1"
-        length: int | None = None
         if codings:
-            if lengths:
+            if length is not None:
                 return self._bad(400, "both Content-Length and Transfer-Encoding")
-            if codings[-1] != b"chunked":
-                return self._bad(400, "Transfer-Encoding must end with chunked")
+            if version == b"HTTP/1.0":
+                return self._bad(400, "Transfer-Encoding on an HTTP/1.0 request")
+            if codings[-1] != b"chunked" or codings.count(b"chunked") > 1:
+                return self._bad(400, "Transfer-Encoding must end with chunked, once")
             if len(codings) > 1:
-                return self._bad(501, "transfer coding not supported")
-        elif lengths:
-            if any(not v or not set(v) <= _DIGITS for v in lengths) or len(set(lengths)) > 1:
-                return self._bad(400, "invalid Content-Length")
-            length = int(lengths[0])
+                if all(c in _CODINGS for c in codings[:-1]):
+                    return self._bad(501, "transfer coding not supported")
+                return self._bad(400, "unknown or empty transfer coding")
         self.head = Head(method, target, version, length, bool(codings), expect)
         self._pos = end
         if codings:
@@ -193,10 +248,13 @@ class Framer:
                 if j < 0:
                     if n - self._pos >= MAX_CHUNK_LINE:
                         return self._bad(400, "chunk size line too long")
+                    if buf.find(b"\n", self._pos) >= 0:
+                        return self._bad(400, "a chunk size line ends with a bare LF")
                     return Verdict.MORE
+                problem = _chunk_line_problem(bytes(buf[self._pos : j]))
+                if problem:
+                    return self._bad(400, problem)
                 size = bytes(buf[self._pos : j]).split(b";", 1)[0].rstrip(b" \t")
-                if not size or len(size) > 15 or not set(size) <= _HEX:
-                    return self._bad(400, "invalid chunk size")
                 self._advance(j + 2)
                 self._remaining = int(size, 16)
                 self._state = _State.CHUNK_DATA if self._remaining else _State.TRAILER
@@ -222,11 +280,17 @@ class Framer:
                 if j < 0:
                     if self._trailer + n - self._pos > self.max_head:
                         return self._bad(431, "request trailer fields too large")
+                    if buf.find(b"\n", self._pos) >= 0:
+                        return self._bad(400, "a trailer line ends with a bare LF")
                     return Verdict.MORE
                 empty = j == self._pos
                 self._trailer += j + 2 - self._pos
                 if self._trailer > self.max_head:
                     return self._bad(431, "request trailer fields too large")
+                if not empty:
+                    problem = _trailer_problem(bytes(buf[self._pos : j]))
+                    if problem:
+                        return self._bad(400, problem)
                 self._advance(j + 2)
                 if empty:
                     self._state = _State.DONE
@@ -240,3 +304,76 @@ class Framer:
         self._pos = pos
         if self.oversized and self._raw > self.drain_limit:
             self.drain_exceeded = True
+
+
+# --------------------------------------------------------------------------- line syntax
+
+
+def _request_line_problem(line: bytes) -> str | None:
+    """What is wrong with a request line (RFC 9112 section 3, as gunicorn checks it)."""
+    parts = line.split(b" ")
+    if len(parts) != 3:
+        return "invalid request line: not method, target and version apart by single spaces"
+    method, target, version = parts
+    if not (3 <= len(method) <= 20 and set(method) <= _TOKEN) or any(
+        c in b"abcdefghijklmnopqrstuvwxyz#" for c in method
+    ):
+        return "invalid request line: the method is not an uppercase token of 3-20 characters"
+    if not target or _BAD_TARGET.search(target):
+        return "invalid request line: the target is empty or holds a byte outside printable ASCII"
+    if target == b"*" and method != b"OPTIONS":
+        return "invalid request line: the target * is for OPTIONS only"
+    if (
+        method != b"CONNECT"
+        and target != b"*"
+        and not target.startswith(b"/")
+        and b"://" not in target
+    ):
+        return "invalid request line: the target is not a path or an absolute URI"
+    if not _VERSION.fullmatch(version):
+        return "invalid request line: the version is not HTTP/1.0 or HTTP/1.1"
+    return None
+
+
+def _field(line: bytes) -> tuple[bytes, bytes] | str:
+    """A header or trailer line's lowercase name and its value without surrounding
+    whitespace, or what is wrong with it."""
+    if line[:1] in (b" ", b"\t"):
+        return "obsolete line folding (a header line starting with whitespace)"
+    name, colon, value = line.partition(b":")
+    if not colon:
+        return "a header line without a colon"
+    if not name or not set(name) <= _TOKEN:
+        return "invalid header name: not a token (whitespace before the colon?)"
+    if _BAD_VALUE.search(value):
+        return f"a control character (CR, LF, NUL, ...) in the value of header {_title(name)}"
+    return name.lower(), value.strip(b" \t")
+
+
+def _trailer_problem(line: bytes) -> str | None:
+    field = _field(line)
+    if isinstance(field, str):
+        return f"in the trailer: {field}"
+    if field[0] in _NOT_IN_TRAILER:
+        return f"{_title(field[0])} is not allowed in a trailer"
+    return None
+
+
+def _chunk_line_problem(line: bytes) -> str | None:
+    """What is wrong with a chunk size line (without its CRLF): hex digits, then an optional
+    extension; whitespace after the size only before the extension (RFC 9112 section 7.1.1)."""
+    size, semi, ext = line.partition(b";")
+    if semi:
+        size = size.rstrip(b" \t")
+    if not size or not set(size) <= _HEX:
+        return "invalid chunk size: not hexadecimal digits"
+    if len(size) > 15:
+        return "invalid chunk size: more than 15 hexadecimal digits"
+    if semi and not _CHUNK_EXT.fullmatch(semi + ext):
+        return "invalid chunk extension"
+    return None
+
+
+def _title(name: bytes) -> str:
+    """A header name (a token, so ASCII) as it is usually written, for messages."""
+    return "-".join(part.capitalize() for part in name.decode("ascii").split("-"))

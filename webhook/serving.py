@@ -202,7 +202,8 @@ def run(
             hooks.validate_engine.warm()
         except Exception:
             log.exception("warming the jq sandbox failed")
-        metrics.DEFINITIONS.set(len(state.snapshot.registry))
+        snap = state.snapshot
+        metrics.set_definitions(len(snap.registry), len(snap.file_errors), len(snap.cluster_errors))
         metrics.set_reload_status(state.reload_status)  # this worker's own gauge file
         hooks.reloader.start()
         for start in worker_start:
@@ -227,6 +228,7 @@ def run(
                     "clientCA": str(client_ca) if client_ca is not None else None,
                     "workers": workers,
                     "threads": threads,
+                    "httpParser": getattr(server.cfg, "http_parser", None),
                     "definitions": len(state.snapshot.registry),
                     "cert": str(certfile),
                 }
@@ -258,6 +260,10 @@ def run(
         # Headers only; bodies are capped by the app (MAX_BODY). Generous for long tokens.
         "limit_request_line": 8190,
         "limit_request_field_size": 16380,
+        # gunicorn's pure-Python parser, whatever else is installed: "auto" would take the
+        # optional C parser (gunicorn_h1c) when present, and the poller's framer
+        # (webhook.framing) is held to the rules of this one (tests/test_framing.py).
+        "http_parser": "python",
         # gunicorn >= 24 opens a control socket in ~/.gunicorn by default; one server per
         # machine could own it, and the webhook has no use for it.
         "control_socket_disable": True,

@@ -286,6 +286,82 @@ def test_bad_framing_is_a_4xx(hsrv: Server, head: bytes, status: bytes) -> None:
     assert _raw_exchange(hsrv, head).startswith(b"HTTP/1.1 " + status + b" ")
 
 
+NEXT = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+CHUNKED_POST = b"POST /mutate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    ("data", "status", "says"),
+    [  # what gunicorn's parser refuses, refused by the poller's framer before any thread
+        (
+            b"POST /mutate HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}",
+            b"400",
+            b"more than one Content-Length",
+        ),
+        (b"GET /healthz HTTP/1.1\r\nX: a\rb\r\n\r\n", b"400", b"control character"),
+        (b"GET /healthz HTTP/1.1\r\nX: a\nb\r\n\r\n", b"400", b"bare LF"),
+        (b"GET /healthz HTTP/1.1\r\nX: a\x00b\r\n\r\n", b"400", b"control character"),
+        (
+            b"POST /mutate HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+            b"400",
+            b"Transfer-Encoding on an HTTP/1.0 request",
+        ),
+        (CHUNKED_POST + b"2 \r\n{}\r\n0\r\n\r\n", b"400", b"invalid chunk size"),
+        (
+            CHUNKED_POST + b"2\r\n{}\r\n0\r\nContent-Length: 5\r\n\r\n",
+            b"400",
+            b"Content-Length is not allowed in a trailer",
+        ),
+        (b"GET /healthz HTTP/1.1\r\nX: a\r\n b\r\n\r\n", b"400", b"obsolete line folding"),
+        (b"GET /healthz HTTP/1.1\r\nHost : x\r\n\r\n", b"400", b"invalid header name"),
+        (b"GET /healthz HTTP/1.1\r\nX[1]: a\r\n\r\n", b"400", b"invalid header name"),
+        (
+            b"POST /mutate HTTP/1.1\r\nTransfer-Encoding: identity\r\n\r\n",
+            b"400",
+            b"must end with chunked",
+        ),
+        (
+            b"POST /mutate HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+            b"501",
+            b"transfer coding not supported",
+        ),
+        (
+            b"POST /mutate HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"0\r\n\r\n",
+            b"400",
+            b"both Content-Length and Transfer-Encoding",
+        ),
+        (b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", b"400", b"more than one Host"),
+        (b"GET /healthz HTTP/1.1\nHost: x\n\n", b"400", b"bare LF"),
+    ],
+)
+def test_ambiguous_framing_is_refused_and_what_follows_is_not_answered(
+    hsrv: Server, data: bytes, status: bytes, says: bytes
+) -> None:
+    """Each is sent with a valid request pipelined after it, in one write: the poller answers
+    the first (its own plain-text answer, not gunicorn's) and closes; the second is never read
+    as a request."""
+    s = _tls(hsrv)
+    s.settimeout(30)
+    try:
+        s.sendall(data + NEXT)
+        answers = b""
+        while chunk := s.recv(65536):  # to the server's end of the connection
+            answers += chunk
+    finally:
+        s.close()
+    assert answers.startswith(b"HTTP/1.1 " + status + b" "), answers
+    head, _, body = answers.partition(b"\r\n\r\n")
+    assert b"Connection: close" in head and b"Content-Type: text/plain" in head
+    assert says in body  # the framer's words: refused in the poller
+    assert len(re.findall(rb"HTTP/1\.[01] [0-9]{3} ", answers)) == 1 and b"ok\n" not in body
+
+
+def test_gunicorn_parses_with_its_python_parser(hsrv: Server) -> None:
+    serving = [line for line in hsrv.log.read_text().splitlines() if '"serving"' in line]
+    assert serving and json.loads(serving[0])["httpParser"] == "python", serving
+
+
 def test_keep_alive_and_pipelining(hsrv: Server) -> None:
     conn = hsrv.connect()
     try:
