@@ -1,0 +1,168 @@
+"""The six policy fields through a real API server: a JobSet, a RayCluster and a Deployment
+created with the webhook registered as ``manifests --url --policy`` prints it are stored with
+``schedulerName``, the label, the annotation, ``priorityClassName``, ``nodeSelector`` and both
+tolerations in every pod template; a toleration the object already has is not repeated; and a
+Knative Service keeps out the three fields its definition says Knative refuses."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import kapi
+import pytest
+import yaml
+from hooks import Webhook, configurations, register, start_webhook, unregister, wait_until
+
+SAMPLES = kapi.ROOT / "catalog" / "samples"
+POLICY = """\
+rules:
+- name: gpu
+  schedulerName: kai-scheduler
+  labels: {kai.scheduler/queue: research}
+  annotations: {example.com/owner: "$(workload.name)"}
+  priorityClassName: e2e-train
+  nodeSelector: {nvidia.com/gpu.present: "true"}
+  tolerations:
+  - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}
+  - {key: team, value: "$(workload.namespace)", effect: NoExecute, tolerationSeconds: 60}
+"""
+GPU = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def _team(namespace: str) -> dict[str, Any]:
+    return {
+        "key": "team", "value": namespace, "effect": "NoExecute",
+        "tolerationSeconds": 60,
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def hook(
+    plane: kapi.ControlPlane,
+    workload_crds: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Webhook]:
+    webhook = start_webhook(tmp_path_factory.mktemp("serve-fields"), POLICY, ["--no-kube"])
+    probe = f"probe-{uuid.uuid4().hex[:8]}"
+    plane.kubectl("create", "namespace", probe)
+    try:
+        register(plane, configurations(webhook, policy=webhook.policy, failure_policy="Fail"))
+        wait_until(
+            "the mutating webhook stamps a dry-run Deployment",
+            lambda: _dry_run_priority(plane, probe) == "e2e-train",
+        )
+        yield webhook
+    finally:
+        unregister(plane)
+        webhook.stop()
+
+
+def _dry_run_priority(plane: kapi.ControlPlane, namespace: str) -> str | None:
+    body = _sample("apps-deployment-v1", namespace)
+    status, out = plane.request(
+        "POST", f"/apis/apps/v1/namespaces/{namespace}/deployments?dryRun=All", body
+    )
+    if status != 201:
+        return None
+    priority = out["spec"]["template"]["spec"].get("priorityClassName")
+    return str(priority) if priority else None
+
+
+def _sample(stem: str, namespace: str, name: str | None = None) -> dict[str, Any]:
+    path = name or sorted(p.name for p in (SAMPLES / stem).iterdir())[0]
+    doc = yaml.safe_load((SAMPLES / stem / path).read_text())
+    doc.pop("status", None)
+    meta = doc["metadata"]
+    doc["metadata"] = {"name": meta.get("name") or f"x-{uuid.uuid4().hex[:6]}"}
+    doc["metadata"]["namespace"] = namespace
+    if "labels" in meta:
+        doc["metadata"]["labels"] = meta["labels"]
+    return dict(doc)
+
+
+def _create(plane: kapi.ControlPlane, collection: str, body: dict[str, Any]) -> dict[str, Any]:
+    status, created = plane.request("POST", collection, body)
+    assert status == 201, created
+    status, stored = plane.request("GET", f"{collection}/{created['metadata']['name']}")
+    assert status == 200, stored
+    return dict(stored)
+
+
+def _six(template: dict[str, Any], name: str, namespace: str) -> None:
+    spec = template["spec"]
+    assert spec["schedulerName"] == "kai-scheduler"
+    assert spec["priorityClassName"] == "e2e-train"
+    assert spec["nodeSelector"]["nvidia.com/gpu.present"] == "true"
+    assert spec["tolerations"].count(GPU) == 1
+    assert spec["tolerations"].count(_team(namespace)) == 1
+    assert template["metadata"]["labels"]["kai.scheduler/queue"] == "research"
+    assert template["metadata"]["annotations"]["example.com/owner"] == name
+
+
+CASES = [
+    (
+        "jobset.x-k8s.io-jobset-v1alpha2",
+        "leader-workers.yaml",
+        "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets",
+        lambda o: [rj["template"]["spec"]["template"] for rj in o["spec"]["replicatedJobs"]],
+    ),
+    (
+        "ray.io-raycluster-v1",
+        "gpu-workers.yaml",
+        "/apis/ray.io/v1/namespaces/{ns}/rayclusters",
+        lambda o: (
+            [o["spec"]["headGroupSpec"]["template"]]
+            + [g["template"] for g in o["spec"]["workerGroupSpecs"]]
+        ),
+    ),
+    (
+        "apps-deployment-v1",
+        None,
+        "/apis/apps/v1/namespaces/{ns}/deployments",
+        lambda o: [o["spec"]["template"]],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("stem", "name", "collection", "templates"), CASES, ids=[c[0] for c in CASES]
+)
+def test_the_six_fields_are_stored_in_every_template(
+    plane: kapi.ControlPlane,
+    hook: Webhook,
+    ns: str,
+    stem: str,
+    name: str | None,
+    collection: str,
+    templates: Any,
+) -> None:
+    body = _sample(stem, ns, name)
+    stored = _create(plane, collection.format(ns=ns), body)
+    found = templates(stored)
+    assert len(found) >= 1
+    for t in found:
+        _six(t, stored["metadata"]["name"], ns)
+
+
+def test_a_toleration_already_there_is_not_repeated(
+    plane: kapi.ControlPlane, hook: Webhook, ns: str
+) -> None:
+    body = _sample("apps-deployment-v1", ns)
+    body["spec"]["template"]["spec"]["tolerations"] = [GPU]
+    body["spec"]["template"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.present": "false"}
+    stored = _create(plane, f"/apis/apps/v1/namespaces/{ns}/deployments", body)
+    spec = stored["spec"]["template"]["spec"]
+    assert spec["tolerations"] == [GPU, _team(ns)]
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "false"}  # kept: no overwrite
+
+
+def test_a_knative_service_keeps_out_what_its_definition_says_knative_refuses(
+    plane: kapi.ControlPlane, hook: Webhook, ns: str
+) -> None:
+    body = _sample("serving.knative.dev-service-v1", ns)
+    stored = _create(plane, f"/apis/serving.knative.dev/v1/namespaces/{ns}/services", body)
+    spec = stored["spec"]["template"]["spec"]
+    assert spec["schedulerName"] == "kai-scheduler"
+    assert not {"nodeSelector", "tolerations", "priorityClassName"} & set(spec)
