@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
@@ -287,3 +288,38 @@ def test_every_catalog_kind_with_whole_templates_or_pod_specs_carries_all_six() 
         patterns = {c.pattern for c in karta.components if c.pattern}
         if patterns and patterns <= {TEMPLATE, POD_SPEC}:
             assert carry.carried(karta) == INJECTABLE_KEYS, karta.name
+
+
+def policy_fields_table() -> str:
+    """README's table of kinds and fields, from the catalog as loaded (``✓`` carried, ``—`` no
+    place, ``refused¹`` refused by the kind)."""
+    from webhook.fields import INJECTABLE_KEYS
+
+    def order(k: definitions.Karta) -> tuple[str, str, str]:
+        g = k.gvk
+        return (g.group, g.kind, g.version) if g else ("", "", "")
+
+    lines = [
+        "| kind | " + " | ".join(f"`{x}`" for x in INJECTABLE_KEYS) + " |",
+        "|---|" + ":-:|" * len(INJECTABLE_KEYS),
+    ]
+    for k in sorted(REGISTRY.definitions(), key=order):
+        can, refused = set(carry.carried(k)), carry.declined(k)
+        cells = [
+            ("refused¹" if key in refused else "✓") if key in can else "—"
+            for key in INJECTABLE_KEYS
+        ]
+        g = k.gvk
+        assert g is not None
+        lines.append(f"| {g.group or 'core'}/{g.version} {g.kind} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def test_readme_table_of_policy_fields_is_the_catalogs() -> None:
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    start = text.index("<!-- policy-fields-table")
+    start = text.index("\n", start) + 1
+    end = text.index("<!-- /policy-fields-table -->")
+    assert text[start:end].strip() == policy_fields_table(), (
+        "README's table is stale; print tests.test_policy_fields.policy_fields_table()"
+    )
