@@ -788,6 +788,10 @@ BAD_VALUES = [
     ({"policy": {"rules": [{"name": "a", "schedulername": "x"}]}}, "/policy/rules/0"),
     ({"policy": {"rules": [{"match": {}}]}}, "/policy/rules/0"),
     ({"policy": {"operations": ["DELETE"]}}, "/policy/operations/0"),
+    (
+        {"policy": {"rules": [{"name": "a", "tolerations": [{"key": "a", "operator": "In"}]}]}},
+        "/policy/rules/0/tolerations/0/operator",
+    ),
     ({"policy": {"failureMode": "open"}}, "/policy"),
     ({"catalog": {"a/b": TRAINER_KARTA}}, "a/b"),
     ({"catalog": {"a": 3}}, "/catalog/a"),
@@ -818,6 +822,10 @@ def test_schema_policy_is_the_servers() -> None:
     rule = p["rules"]["items"]
     assert set(rule["properties"]) == set(policy._RULE_FIELDS)
     assert set(rule["properties"]["match"]["properties"]) == set(policy._MATCH_FIELDS)
+    toleration = rule["properties"]["tolerations"]["items"]
+    assert set(toleration["properties"]) == set(policy._TOLERATION_FIELDS)
+    assert toleration["properties"]["operator"]["enum"] == list(policy.TOLERATION_OPERATORS)
+    assert toleration["properties"]["effect"]["enum"] == ["", *policy.TOLERATION_EFFECTS]
     assert p["operations"]["items"]["enum"] == list(policy.OPERATIONS)
     assert props["failureMode"]["enum"] == list(policy.FAILURE_MODES)
     assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
