@@ -323,3 +323,17 @@ def test_readme_table_of_policy_fields_is_the_catalogs() -> None:
     assert text[start:end].strip() == policy_fields_table(), (
         "README's table is stale; print tests.test_policy_fields.policy_fields_table()"
     )
+
+
+def test_a_value_in_the_way_is_unwritable_never_overwritten() -> None:
+    from webhook.mutation import UNWRITABLE
+
+    obj = sample(*JOBSET_SAMPLE)
+    spec = _templates(obj)[0]["spec"]
+    spec["tolerations"] = "all"
+    spec["nodeSelector"] = ["a"]
+    m = mutate_object(REGISTRY, policy(tolerations=[GPU], nodeSelector={"a": "b"}), obj, ENGINE)
+    assert m is not None
+    assert [r for r, _ in m.failures] == [UNWRITABLE, UNWRITABLE]
+    assert not any(op["path"].startswith("/spec/replicatedJobs/0/") for op in m.ops)
+    assert any(op["path"].startswith("/spec/replicatedJobs/1/") for op in m.ops)
