@@ -1,14 +1,11 @@
-"""The poller's bookkeeping (webhook.conns) and the accept turns (webhook.shares.Turns), without
-sockets: what is due when, whom to evict, the buffer budget, and when a worker yields."""
+"""The poller's bookkeeping (webhook.conns), without sockets: what is due when, whom to evict,
+and the buffer budget (the accept turns are tests/test_worker_shares.py's)."""
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
 from webhook.conns import MAX_RECORD, RECHECK_FIRST, Conn, Phase, Table, hello_need
-from webhook.shares import FEW_CONNECTIONS, YIELD_MAX, Shares, Turns
 
 
 def _conn(table: Table, *, tls: bool = True) -> Conn:
@@ -93,17 +90,3 @@ def test_buffered_bytes_are_counted_and_paused_connections_resume_within_budget(
 def test_how_much_of_a_client_hello_to_wait_for(head: bytes, need: int | None) -> None:
     assert hello_need(head) == need
     assert need is None or need <= MAX_RECORD
-
-
-def test_a_worker_holding_more_yields_briefly_then_takes_its_turn() -> None:
-    shares = Shares(slots=4)
-    turns = Turns(shares)
-    turns.claim(os.getpid())
-    other = shares.claim(os.getppid())  # another live process stands in for a worker
-    shares.set(other, 1)
-    assert not turns.should_yield(1, 0.0)  # not more than the other
-    assert turns.should_yield(3, 0.0)
-    assert turns.should_yield(3, YIELD_MAX / 2)
-    assert not turns.should_yield(3, YIELD_MAX * 2)  # the other did not take it: take it
-    assert not turns.should_yield(FEW_CONNECTIONS, 0.0)  # under a flood nobody yields
-    assert not Turns(None).should_yield(5, 0.0)  # one worker: nothing to share

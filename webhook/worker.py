@@ -60,6 +60,9 @@ from webhook.conns import WAITING_FACTOR, Conn, Limits, Phase, pieces
 from webhook.front import Front
 from webhook.shares import ACCEPT_BURST, ACCEPT_YIELD, FEW_CONNECTIONS, Shares, Turns
 
+#: At most one warning this often that other workers missed the turns left to them.
+MISSED_REPORT_INTERVAL = 60.0
+
 __all__ = ["WAITING_FACTOR", "Limits", "OneSend", "Shares", "ThreadWorker", "worker_class"]
 
 _BaseThreadWorker: Any = _gthread.ThreadWorker
@@ -75,6 +78,10 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         self._front: Front  # made in run(), once the poller is
         self._turns = Turns(self.limits.shares)
         self._accept_pause_until = 0.0
+        self._woke = 0.0  # when the poller last returned
+        self._missed: set[int] = set()  # pids of workers that missed turns, not yet reported
+        self._misses = 0  # how many turns they missed, not yet reported
+        self._missed_reported = -MISSED_REPORT_INTERVAL
         self._addresses: dict[int, Any] = {}
 
     # ----------------------------------------------------------------------------- the loop
@@ -145,12 +152,16 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
             s.close()
 
     def _poll(self, timeout: float) -> None:
+        self._turns.sleeping(self._accepting)  # whether a new connection wakes this worker
         try:
             events = self.poller.select(timeout)
         except OSError as e:
             if e.errno != errno.EINTR:
                 raise
             return
+        finally:
+            self._woke = time.monotonic()
+            self._turns.woke(self._woke)
         later = []
         for key, _mask in events:
             data = key.data
@@ -186,14 +197,30 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         self._turns.count(held)
 
     def _yield_accept(self) -> bool:
-        """Whether to leave the next connection to a worker that holds fewer
-        (:mod:`webhook.shares`); then accepting pauses briefly."""
+        """Whether to leave the next connection to a worker that holds fewer and is taking
+        connections now (:mod:`webhook.shares`); then accepting pauses briefly."""
         now = time.monotonic()
-        if not self._turns.should_yield(len(self._front.t.open), now):
+        if not self._turns.should_yield(len(self._front.t.open), now, self._woke):
+            self._report_missed(now)
             return False
         self._accept_pause_until = now + ACCEPT_YIELD
         self._update_accepting()
         return True
+
+    def _report_missed(self, now: float) -> None:
+        """Warn (at most every :data:`MISSED_REPORT_INTERVAL`) that workers did not take
+        connections left to them: a worker stuck in a way the table does not show."""
+        missed = self._turns.missed()
+        self._missed.update(missed)
+        self._misses += len(missed)
+        if self._misses and now - self._missed_reported >= MISSED_REPORT_INTERVAL:
+            self.log.warning(
+                "worker(s) %s did not take connections left to them (%d times): this worker "
+                "takes them without waiting until they accept again",
+                sorted(self._missed),
+                self._misses,
+            )
+            self._missed, self._misses, self._missed_reported = set(), 0, now
 
     def accept(self, listener: Any) -> None:
         if self._yield_accept():
@@ -218,6 +245,7 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
                 if e.errno == errno.ECONNABORTED:
                     continue
                 raise
+            self._turns.accepted()
             self._admit(sock, addr, self._address(listener))
 
     def _address(self, listener: Any) -> Any:
