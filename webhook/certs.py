@@ -128,6 +128,12 @@ def write_certs(out_dir: Path, service: str, namespace: str, days: int = 365) ->
     """
     if days < 1:
         raise CertError(f"certificate validity must be at least 1 day, got {days}")
+    # X.509 (RFC 5280) ends at 9999-12-31; a day's margin for the clock moving on
+    latest = (_dt.datetime(9999, 12, 31, tzinfo=_dt.UTC) - _dt.datetime.now(_dt.UTC)).days - 1
+    if days > latest:
+        raise CertError(
+            f"certificate validity must be at most {latest} days (to 9999-12-31), got {days}"
+        )
     names = service_dns_names(service, namespace)
     return _issue(
         Path(out_dir),

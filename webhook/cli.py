@@ -128,12 +128,16 @@ def cmd_describe(args: argparse.Namespace) -> int:
     texts: list[str] = []
     code = EXIT_OK
     for source, doc in docs:
+        if not isinstance(doc, dict):  # a bare string, number or list: nothing to describe
+            _err(f"{source}: not a Kubernetes object (a {type(doc).__name__})")
+            code = EXIT_INPUT
+            continue
         karta = registry.lookup(GVK.of(doc))
         if karta is None:
             _err(
                 f"{source}: no definition for {GVK.of(doc) or 'an object without apiVersion/kind'}"
             )
-            code = EXIT_FINDING
+            code = max(code, EXIT_FINDING)
             continue
         w = resolve(karta, doc, engine)
         views.append(describe.as_json(w))
@@ -292,10 +296,14 @@ def _suite_label(s: suite.Suite, base: Path, count: int) -> str:
 def cmd_manifests(args: argparse.Namespace) -> int:
     """manifests [--namespace NS] [--ca-bundle FILE] [--url URL]: the webhook configurations
     for the bundled catalog, with the rules the server's keeper would compute."""
-    from webhook.certs import CertError, read_ca_bundle
+    from webhook.certs import CertError, read_ca_bundle, service_dns_names
     from webhook.manifests import check_webhook_url, webhook_configurations
 
     url = check_webhook_url(args.url) if args.url is not None else None
+    try:  # the Service's namespace: what the API server will accept as one
+        service_dns_names("karta-webhook", args.namespace)
+    except CertError as e:
+        raise InputError(f"--namespace {args.namespace!r}: {e}") from None
     ca = None
     if args.ca_bundle:
         try:
