@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from gunicorn.config import Config
 from gunicorn.http import get_parser
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.framing import Framer, Verdict
+from webhook.framing import MAX_FIELD, MAX_FIELDS, MAX_LINE, Framer, Verdict
 
 MAX_HEAD, MAX_BODY, DRAIN = 1024, 100, 400
 
@@ -112,6 +114,9 @@ def gunicorn_reads(data: bytes) -> bool:
     trailer included."""
     cfg = Config()
     cfg.set("http_parser", "python")
+    cfg.set("limit_request_line", MAX_LINE)  # as the server sets them (webhook.serving)
+    cfg.set("limit_request_fields", MAX_FIELDS)
+    cfg.set("limit_request_field_size", MAX_FIELD)
     try:
         req = next(get_parser(cfg, iter([data]), ("127.0.0.1", 1)))
         req.body.read()
@@ -238,3 +243,48 @@ def test_chunked_framing_overhead_counts_against_the_cap() -> None:
     data = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + pieces + b"0\r\n\r\n"
     _verdict, f, _ = feed(data)
     assert f.oversized
+
+
+def _line(n: int) -> bytes:  # a request line of n bytes
+    return b"GET /%s HTTP/1.1" % (b"a" * (n - len(b"GET / HTTP/1.1")))
+
+
+def _fields(n: int) -> bytes:
+    return b"X: a\r\n" * n
+
+
+def _field(n: int) -> bytes:  # a field line of n bytes with its CRLF
+    return b"X: %s\r\n" % (b"a" * (n - 5))
+
+
+#: gunicorn's limits on the head, applied by the framer first: (request of n over the limit).
+LIMITS: dict[str, tuple[Callable[[int], bytes], int]] = {
+    "long request line": (lambda d: _line(MAX_LINE + d) + b"\r\n\r\n", 414),
+    "long request line, unfinished": (lambda d: _line(MAX_LINE + 2 + d), 414),
+    "too many fields": (lambda d: b"GET / HTTP/1.1\r\n" + _fields(MAX_FIELDS + d) + b"\r\n", 431),
+    "long field": (lambda d: b"GET / HTTP/1.1\r\n" + _field(MAX_FIELD + d) + b"\r\n", 431),
+    "too many trailer fields": (
+        lambda d: CHUNKED_HEAD + b"0\r\n" + _fields(MAX_FIELDS + d) + b"\r\n",
+        431,
+    ),
+    "long trailer field": (
+        lambda d: CHUNKED_HEAD + b"0\r\n" + _field(MAX_FIELD + d) + b"\r\n",
+        431,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(LIMITS))
+def test_gunicorns_limits_on_the_head_are_the_framers(name: str) -> None:
+    make, status = LIMITS[name]
+    over = make(1)
+    assert not gunicorn_reads(over)
+    f = Framer(max_head=1 << 20, max_body=MAX_BODY, drain_limit=DRAIN)
+    assert f.scan(over) is Verdict.BAD and f.error[0] == status, f.error
+    within = make(0)  # at the limit: both read it (or wait for the rest of it)
+    f = Framer(max_head=1 << 20, max_body=MAX_BODY, drain_limit=DRAIN)
+    if within.endswith(b"\r\n\r\n"):
+        assert gunicorn_reads(within)
+        assert f.scan(within) is Verdict.COMPLETE
+    else:
+        assert f.scan(within) is Verdict.MORE

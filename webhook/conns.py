@@ -19,7 +19,7 @@ from enum import Enum
 from http import HTTPStatus
 from typing import Any
 
-from webhook.framing import Framer
+from webhook.framing import MAX_FIELD, MAX_FIELDS, MAX_LINE, Framer
 from webhook.shares import Shares
 
 #: Bytes read from one connection per readiness event before others get their turn.
@@ -45,6 +45,11 @@ class Limits:
     handshake_timeout: float = 5.0
     request_timeout: float = 5.0
     max_head: int = 64 * 1024
+    #: gunicorn's request line, field count and field size limits, which the poller's framer
+    #: applies first (the server gives gunicorn the same numbers).
+    max_line: int = MAX_LINE
+    max_fields: int = MAX_FIELDS
+    max_field: int = MAX_FIELD
     max_body: int = 7 * 1024 * 1024
     drain_limit: int = 28 * 1024 * 1024
     buffer_budget: int = 32 * 1024 * 1024
@@ -56,7 +61,14 @@ class Limits:
     shares: Shares | None = field(default=None, compare=False)
 
     def framer(self) -> Framer:
-        return Framer(max_head=self.max_head, max_body=self.max_body, drain_limit=self.drain_limit)
+        return Framer(
+            max_head=self.max_head,
+            max_body=self.max_body,
+            drain_limit=self.drain_limit,
+            max_line=self.max_line,
+            max_fields=self.max_fields,
+            max_field=self.max_field,
+        )
 
 
 class Phase(Enum):

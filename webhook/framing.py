@@ -33,6 +33,11 @@ from dataclasses import dataclass
 
 #: Longest chunk-size line (size, extensions, CRLF) accepted in a chunked body.
 MAX_CHUNK_LINE = 4096
+#: gunicorn's limits on the head (its ``limit_request_line``, ``limit_request_fields`` and
+#: ``limit_request_field_size``; the server sets both from :class:`webhook.conns.Limits`):
+#: the longest request line (414 past it), the most header (or trailer) fields and the
+#: longest field line with its CRLF (431 past them).
+MAX_LINE, MAX_FIELDS, MAX_FIELD = 8190, 100, 16380
 #: Chunked framing may take more bytes than the data it carries; past this many raw body bytes
 #: per allowed data byte, a chunked body is oversized whatever it decodes to.
 RAW_OVERHEAD = 2
@@ -114,8 +119,20 @@ class Framer:
     before answering.
     """
 
-    def __init__(self, *, max_head: int, max_body: int, drain_limit: int) -> None:
+    def __init__(
+        self,
+        *,
+        max_head: int,
+        max_body: int,
+        drain_limit: int,
+        max_line: int = MAX_LINE,
+        max_fields: int = MAX_FIELDS,
+        max_field: int = MAX_FIELD,
+    ) -> None:
         self.max_head = max_head
+        self.max_line = max_line
+        self.max_fields = max_fields
+        self.max_field = max_field
         self.max_body = max_body
         self.drain_limit = drain_limit
         self.head: Head | None = None
@@ -132,6 +149,7 @@ class Framer:
         self._decoded = 0  # chunk data bytes so far
         self._raw = 0  # body bytes framed so far (discarded ones included)
         self._trailer = 0  # trailer bytes so far
+        self._trailer_fields = 0
 
     @property
     def started(self) -> bool:
@@ -177,6 +195,8 @@ class Framer:
         if _BARE_LF.search(buf, max(0, self._searched - 1), len(buf) if i < 0 else i):
             return self._bad(400, "a line of the request head ends with a bare LF")
         if i < 0:
+            if self._searched <= self.max_line + 2 < len(buf) and buf.find(b"\r\n", 0) < 0:
+                return self._bad(414, f"request line longer than {self.max_line} bytes")
             self._searched = len(buf)
             if len(buf) > self.max_head:
                 return self._bad(431, "request header fields too large")
@@ -185,6 +205,12 @@ class Framer:
         if end > self.max_head:
             return self._bad(431, "request header fields too large")
         lines = bytes(buf[:i]).split(b"\r\n")
+        if len(lines[0]) > self.max_line:
+            return self._bad(414, f"request line longer than {self.max_line} bytes")
+        if len(lines) - 1 > self.max_fields:
+            return self._bad(431, f"more than {self.max_fields} header fields")
+        if any(len(line) + 2 > self.max_field for line in lines[1:]):
+            return self._bad(431, f"a header field longer than {self.max_field} bytes")
         problem = _request_line_problem(lines[0])
         if problem:
             return self._bad(400, problem)
@@ -288,6 +314,11 @@ class Framer:
                 if self._trailer > self.max_head:
                     return self._bad(431, "request trailer fields too large")
                 if not empty:
+                    self._trailer_fields += 1
+                    if self._trailer_fields > self.max_fields:
+                        return self._bad(431, f"more than {self.max_fields} trailer fields")
+                    if j + 2 - self._pos > self.max_field:
+                        return self._bad(431, f"a trailer field longer than {self.max_field} bytes")
                     problem = _trailer_problem(bytes(buf[self._pos : j]))
                     if problem:
                         return self._bad(400, problem)

@@ -258,8 +258,10 @@ def run(
         "loglevel": "info",
         "proc_name": "karta-webhook",
         # Headers only; bodies are capped by the app (MAX_BODY). Generous for long tokens.
-        "limit_request_line": 8190,
-        "limit_request_field_size": 16380,
+        # The poller's framer applies the same limits first (webhook.framing).
+        "limit_request_line": limits.max_line,
+        "limit_request_fields": limits.max_fields,
+        "limit_request_field_size": limits.max_field,
         # gunicorn's pure-Python parser, whatever else is installed: "auto" would take the
         # optional C parser (gunicorn_h1c) when present, and the poller's framer
         # (webhook.framing) is held to the rules of this one (tests/test_framing.py).

@@ -333,6 +333,12 @@ CHUNKED_POST = b"POST /mutate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\
         ),
         (b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", b"400", b"more than one Host"),
         (b"GET /healthz HTTP/1.1\nHost: x\n\n", b"400", b"bare LF"),
+        (  # gunicorn's limits (as the server sets them), applied by the framer
+            b"GET /healthz?%s HTTP/1.1\r\n\r\n" % (b"a" * 8190),
+            b"414",
+            b"request line longer than 8190 bytes",
+        ),
+        (b"GET /healthz HTTP/1.1\r\n" + b"X: a\r\n" * 101 + b"\r\n", b"431", b"more than 100"),
     ],
 )
 def test_ambiguous_framing_is_refused_and_what_follows_is_not_answered(
