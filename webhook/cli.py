@@ -25,10 +25,10 @@ from webhook.definitions import is_karta, not_a_karta, samples_dir
 from webhook.documents import read_documents
 from webhook.errors import InputError, KartaError
 from webhook.gvk import GVK
-from webhook.handlers import mutate_object, validate
+from webhook.handlers import definition_vet, mutate_object, validate
 from webhook.jqexpr import Engine
 from webhook.policy import EMPTY, load_policy
-from webhook.registry import Registry, load_registry
+from webhook.registry import Registry, load_catalogs, load_registry
 from webhook.samples import SampleIndex
 from webhook.workload import resolve
 
@@ -63,7 +63,16 @@ def _print_json(value: Any) -> None:
 
 
 def _registry(args: argparse.Namespace) -> Registry:
-    return load_registry(args.catalog or [])
+    """The bundled catalog with the ``--catalog`` directories on top. A definition there that
+    cannot be read or fails ``/validate``'s checks is named on stderr and left out; the others
+    are used, the command does its work, and it exits 1 (:func:`main`)."""
+    extra = args.catalog or []
+    vet = definition_vet(SampleIndex.load([samples_dir()])) if extra else None
+    loaded = load_catalogs(extra, vet=vet)
+    for e in loaded.rejected:
+        _err(f"error: {e}\n  (not loaded; the other definitions are)")
+    args.rejected_definitions = len(loaded.rejected)
+    return Registry(loaded.kartas)
 
 
 # --------------------------------------------------------------------------- mutate
@@ -492,7 +501,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.func is serve_cmd.cmd_serve:  # gunicorn wants the main thread (signals)
             return int(args.func(args))
-        return jsontext.run_deep(lambda: int(args.func(args)), frames_per_level=_FRAMES_PER_LEVEL)
+        code = jsontext.run_deep(lambda: int(args.func(args)), frames_per_level=_FRAMES_PER_LEVEL)
+        if getattr(args, "rejected_definitions", 0):  # the rest was done: a finding
+            code = max(code, EXIT_FINDING)
+        return code
     except KartaError as e:
         _err(str(e))
         return EXIT_INPUT

@@ -11,7 +11,7 @@ turns a document into a model or says where its shape is wrong.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 from webhook import jqsyntax
 from webhook.derived import Derives
 from webhook.documents import document_files, read_documents
-from webhook.errors import DefinitionError, FieldError, join_path
+from webhook.errors import DefinitionError, FieldError, KartaError, join_path
 from webhook.fields import (
     BY_ROLE,
     COMPONENT_FIELDS,
@@ -386,6 +386,52 @@ def load_files(paths: Iterable[Path | str], *, recursive: bool = False) -> list[
             if is_karta(doc):
                 kartas.append(load_definition(doc, source))
     return kartas
+
+
+#: A check a definition must pass before it is used (``doc``, ``source``) -> its problems,
+#: none when fine: the server and the CLI pass the checks of ``/validate``
+#: (:func:`webhook.registry.vet_like_validate`).
+Vet = Callable[[Any, str], list[FieldError]]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What :func:`load_each` read: the usable definitions, and each file or document that
+    was not used, with why (each error names its file and document)."""
+
+    kartas: tuple[Karta, ...] = ()
+    rejected: tuple[KartaError, ...] = ()
+
+
+def load_each(
+    paths: Iterable[Path | str], *, recursive: bool = False, vet: Vet | None = None
+) -> Loaded:
+    """Like :func:`load_files`, but one bad file or definition does not stop the others: each
+    is loaded, or rejected with its reasons (unreadable YAML, shape, safety screen, then
+    ``vet``). A path that does not exist is still an :class:`InputError`: that is the
+    command line's mistake, not a definition's."""
+    kartas: list[Karta] = []
+    rejected: list[KartaError] = []
+    for f in document_files([Path(p) for p in paths], recursive=recursive):
+        try:
+            docs = read_documents(f)
+        except KartaError as e:
+            rejected.append(e)
+            continue
+        for source, doc in docs:
+            if not is_karta(doc):
+                continue
+            try:
+                karta = load_definition(doc, source)
+                problems = vet(doc, source) if vet is not None else []
+            except DefinitionError as e:
+                rejected.append(e)
+                continue
+            if problems:
+                rejected.append(DefinitionError(source, problems))
+            else:
+                kartas.append(karta)
+    return Loaded(tuple(kartas), tuple(rejected))
 
 
 def catalog_dir() -> Path:

@@ -9,7 +9,7 @@ because it could not read it, so trouble becomes a warning on an allowed, unchan
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -390,3 +390,40 @@ def conflicting_karta(obj: Mapping[str, Any], existing: Sequence[Mapping[str, An
                 f"exists ({other_name!r}); only one Karta per group/version/kind is allowed"
             ).replace("'", '"')
     return None
+
+
+def definition_vet(
+    samples: SampleIndex,
+    schemas: Callable[[], SchemaIndex | None] = lambda: None,
+    engine: Engine | None = None,
+    *,
+    timeout: float = EVAL_TIMEOUT,
+) -> definitions.Vet:
+    """``/validate``'s checks for a definition that comes from a file or the cluster, before
+    it is used (one rulebook for every source): :func:`webhook.validation.check` against
+    ``samples`` of its root kind and its root kind's schema (``schemas()``: the cluster's
+    CRDs when known; else a built-in kind's), the problems at their fields. What only
+    ``/validate`` judges is left out: the one-Karta-per-kind rule (a later source wins for a
+    kind) and ``--require-samples``. ``engine`` evaluates (None: one of its own per call,
+    closed after it, so that no sandbox child outlives a load in the server's master)."""
+
+    def vet(doc: Any, source: str) -> list[FieldError]:
+        crds = schemas()
+        found = schema_for(definitions.root_gvk(doc), crds, crd_required=crds is not None)
+        own = engine is None
+        eng = engine if engine is not None else Engine()
+        try:
+            report = check(
+                doc,
+                samples.for_definition(doc),
+                eng,
+                source=source,
+                timeout=timeout,
+                schema=found.schema,
+            )
+        finally:
+            if own:
+                eng.close()
+        return [*found.errors, *report.errors]
+
+    return vet

@@ -3,8 +3,10 @@
 :class:`ClusterSync` is a :class:`~webhook.listwatch.ListWatch` of ``kartas.run.ai/v1alpha1``
 that keeps the raw objects and, after each change, hands the usable definitions (and every raw
 object, for the one-Karta-per-kind check, and why each unusable one is not used, for the
-status conditions) to :meth:`State.set_cluster`. A definition that fails the safety screen or
-the structure checks is logged and skipped, never loaded. It runs in a daemon thread, off the
+status conditions) to :meth:`State.set_cluster`. A definition that fails the checks of
+``/validate`` (shape, safety screen, structure, jq, the bundled samples of its kind and its
+CRD's schema: one rulebook for every source) is logged and skipped, never loaded; its
+``Validated`` condition says why. It runs in a daemon thread, off the
 request path: a request only ever reads :attr:`State.snapshot`.
 """
 
@@ -16,23 +18,28 @@ from typing import Any
 
 from kubernetes import client
 
-from webhook.definitions import GROUP, VERSION, Karta, load_definition
+from webhook.definitions import GROUP, VERSION, Karta, Vet, load_definition, samples_dir
 from webhook.errors import DefinitionError, KartaError
 from webhook.gvk import GVK
-from webhook.handlers import conflicting_karta
+from webhook.handlers import conflicting_karta, definition_vet
 from webhook.jqexpr import Engine
 from webhook.kubeapi import log_event
 from webhook.listwatch import MIN_WATCH_SECONDS, Gone, ListWatch, object_name, resource_version
 from webhook.manifests import KARTA_RESOURCE
 from webhook.registry import State
+from webhook.samples import SampleIndex
 from webhook.validation import check
 
 __all__ = ["MIN_WATCH_SECONDS", "ClusterSync", "Gone", "load_cluster_karta"]
 
 
-def load_cluster_karta(obj: Mapping[str, Any], engine: Engine) -> tuple[Karta | None, list[str]]:
+def load_cluster_karta(
+    obj: Mapping[str, Any], engine: Engine, vet: Vet | None = None
+) -> tuple[Karta | None, list[str]]:
     """A Karta from the cluster, or None and the reasons it is not loaded: the shape, the
-    safety screen, and the sample-free checks of :func:`webhook.validation.check`."""
+    safety screen, and ``vet`` (the checks of ``/validate``, as for every source:
+    :func:`webhook.handlers.definition_vet`); without one, the sample-free checks of
+    :func:`webhook.validation.check`."""
     source = f"cluster:karta/{object_name(obj)}"
     try:
         karta = load_definition(obj, source)
@@ -40,9 +47,9 @@ def load_cluster_karta(obj: Mapping[str, Any], engine: Engine) -> tuple[Karta | 
         return None, [str(x) for x in e.errors]
     except KartaError as e:
         return None, [str(e)]
-    report = check(obj, [], engine, source=source)
-    if report.errors:
-        return None, [str(e) for e in report.errors]
+    problems = vet(obj, source) if vet is not None else check(obj, [], engine, source=source).errors
+    if problems:
+        return None, [str(e) for e in problems]
     if karta.gvk is None:
         return None, ["spec.structureDefinition.rootComponent.kind: required"]
     return karta, []
@@ -94,8 +101,17 @@ class ClusterSync(ListWatch[dict[str, Any]]):
         )
         self.state = state
         self.engine = engine
+        self._vet: Vet | None = None
         # name -> (check key, karta or None, errors)
         self._loaded: dict[str, tuple[str, Karta | None, tuple[str, ...]]] = {}
+
+    def vet(self) -> Vet:
+        """The checks of ``/validate`` for the cluster's Kartas: the bundled samples (read once,
+        on first use) and the CRD schemas the state knows at the time."""
+        if self._vet is None:
+            samples = SampleIndex.load([samples_dir()])
+            self._vet = definition_vet(samples, lambda: self.state.snapshot.crds, self.engine)
+        return self._vet
 
     # -- reading
 
@@ -123,7 +139,7 @@ class ClusterSync(ListWatch[dict[str, Any]]):
             if hit is not None and key and hit[0] == key:
                 karta, why = hit[1], hit[2]
             else:
-                karta, found = load_cluster_karta(obj, self.engine)
+                karta, found = load_cluster_karta(obj, self.engine, self.vet())
                 why = tuple(found)
                 if karta is None:
                     log_event("karta.skipped", logging.WARNING, name=name, errors=list(why))

@@ -37,6 +37,7 @@ __all__ = [
     "CONNECTIONS_CUT",
     "CONTENT_TYPE_LATEST",
     "DEFINITIONS",
+    "DEFINITIONS_REJECTED",
     "DURATION",
     "MUTATION_FAILURES",
     "PATCH_OPS",
@@ -49,6 +50,7 @@ __all__ = [
     "mark_process_dead",
     "multiprocess_dir",
     "render",
+    "set_definitions",
     "set_reload_status",
     "start_flushing",
 ]
@@ -83,6 +85,15 @@ MUTATION_FAILURES = Counter(
 DEFINITIONS = Gauge(
     "karta_webhook_definitions_loaded",
     "Workload definitions (Kartas) currently loaded.",
+    multiprocess_mode="livemax",
+)
+
+DEFINITIONS_REJECTED = Gauge(
+    "karta_webhook_definitions_rejected",
+    "Workload definitions not in use because they fail the checks of /validate (or cannot be "
+    "read), by origin: file (a --catalog directory) or cluster (a Karta object, which then "
+    "has Validated=False).",
+    ["origin"],
     multiprocess_mode="livemax",
 )
 
@@ -229,6 +240,13 @@ def mark_process_dead(pid: int) -> None:
     """Forget the live gauges of a worker that exited (gunicorn ``child_exit``)."""
     if multiprocess_dir():
         multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
+
+
+def set_definitions(loaded: int, rejected_files: int, rejected_cluster: int) -> None:
+    """Publish how many definitions are in use and how many are rejected, by origin."""
+    DEFINITIONS.set(loaded)
+    DEFINITIONS_REJECTED.labels("file").set(rejected_files)
+    DEFINITIONS_REJECTED.labels("cluster").set(rejected_cluster)
 
 
 def set_reload_status(status: dict[str, tuple[bool, float]]) -> None:

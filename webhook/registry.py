@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from webhook.crds import SchemaIndex
-from webhook.definitions import Karta, catalog_dir, load_files
+from webhook.definitions import Karta, Loaded, Vet, catalog_dir, load_each, load_files
 from webhook.documents import yaml_files
 from webhook.errors import KartaError
 from webhook.gvk import GVK
@@ -76,6 +76,21 @@ def _load_catalogs(extra: Sequence[Path | str], *, bundled: bool) -> list[Karta]
     return load_files([*sources, *extra])
 
 
+def load_catalogs(
+    extra: Sequence[Path | str] = (), *, bundled: bool = True, vet: Vet | None = None
+) -> Loaded:
+    """The bundled catalog (unless ``bundled`` is false) and each directory or file of
+    ``extra``, one definition at a time: a bad one is rejected (with its reasons) and the
+    others load. ``vet`` is the check a definition of ``extra`` must pass before it is used
+    (the server's and the CLI's: ``/validate``'s, :func:`webhook.handlers.definition_vet`).
+    The bundled catalog is not vetted here: it ships with this code and passes the same check
+    in the test suite (``tests/test_catalog.py``), so checking it again at every start would
+    only cost time (about a second for 31 definitions)."""
+    own = load_each([catalog_dir()]) if bundled else Loaded()
+    more = load_each(extra, vet=vet) if extra else Loaded()
+    return Loaded((*own.kartas, *more.kartas), (*own.rejected, *more.rejected))
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """What one request sees: definitions and policy, swapped together, never half-updated;
@@ -89,6 +104,8 @@ class Snapshot:
     cluster_kartas: tuple[Mapping[str, Any], ...] = ()
     cluster_errors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     crds: SchemaIndex | None = None
+    #: the file definitions (catalog directories) not in use, by source, with why
+    file_errors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class LiveSamples(Protocol):
@@ -117,12 +134,16 @@ class State:
         *,
         bundled: bool = True,
         watch_cluster: bool = False,
+        vet: Vet | None = None,
     ) -> None:
         self.catalog_dirs = [Path(d) for d in catalog_dirs]
         self.policy_path = Path(policy_path) if policy_path else None
         self.bundled = bundled
+        #: the check a catalog directory's definition must pass before it is used
+        self.vet = vet
         self._lock = threading.Lock()
         self._file_defs: list[Karta] = []
+        self._file_errors: dict[str, tuple[str, ...]] = {}
         self._cluster_defs: list[Karta] = []
         self._cluster_objects: tuple[Mapping[str, Any], ...] = ()
         self._cluster_errors: Mapping[str, tuple[str, ...]] = {}
@@ -133,11 +154,14 @@ class State:
         self.listeners: list[Callable[[Snapshot], None]] = []
         #: set by the cluster side when ``/validate`` may read live objects (``--live-samples``)
         self.live_samples: LiveSamples | None = None
-        # Fail fast at startup: a bad catalog or policy is an error before serving, not after.
+        # Fail fast at startup on a bad policy or a catalog path that does not exist; a bad
+        # definition is rejected (logged, counted) and the others are served.
         self._file_defs = self._load_defs()
         self._policy = self._load_policy()
         self._stamps = self._current_stamps()
-        self.snapshot = Snapshot(Registry(self._file_defs), self._policy)
+        self.snapshot = Snapshot(
+            Registry(self._file_defs), self._policy, file_errors=dict(self._file_errors)
+        )
         #: per source (``catalog``, ``policy``, and ``certificates`` when served): whether its
         #: last load succeeded and when (wall-clock seconds), for the reload-health metrics and
         #: ``/readyz``'s stale sources
@@ -150,7 +174,20 @@ class State:
         return self.cluster_synced
 
     def _load_defs(self) -> list[Karta]:
-        return _load_catalogs(self.catalog_dirs, bundled=self.bundled)
+        loaded = load_catalogs(self.catalog_dirs, bundled=self.bundled, vet=self.vet)
+        errors: dict[str, tuple[str, ...]] = {}
+        for e in loaded.rejected:
+            source = getattr(e, "source", None) or str(e).split(":", 1)[0]
+            why = tuple(str(x) for x in getattr(e, "errors", ())) or (str(e),)
+            errors[source] = why
+            log.warning(
+                "definition rejected; the others are loaded",
+                extra={
+                    "fields": {"event": "karta.rejected", "source": source, "errors": list(why)}
+                },
+            )
+        self._file_errors = errors
+        return list(loaded.kartas)
 
     def _load_policy(self) -> Policy:
         return load_policy(self.policy_path) if self.policy_path else EMPTY
@@ -239,6 +276,7 @@ class State:
             self._cluster_objects,
             self._cluster_errors,
             self._crds,
+            dict(self._file_errors),
         )
         self.snapshot = snap
         for listener in list(self.listeners):

@@ -219,10 +219,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not 0 <= args.live_samples <= MAX_LIVE_SAMPLES:
         _err(f"serve: --live-samples must be between 0 and {MAX_LIVE_SAMPLES}")
         return EXIT_INPUT
+    from webhook.definitions import samples_dir
+    from webhook.handlers import definition_vet
     from webhook.registry import State
+    from webhook.samples import SampleIndex
 
     # First what can be wrong with the input (exit 2), before anything is set up for serving.
-    state = State(args.catalog or [], args.policy, watch_cluster=not args.no_kube)
+    # A --catalog definition is used only once it passes /validate's checks (one rulebook).
+    vet = definition_vet(SampleIndex.load([samples_dir()])) if args.catalog else None
+    state = State(args.catalog or [], args.policy, watch_cluster=not args.no_kube, vet=vet)
     problem = _ports_problem(args) or _tls_problem(args)
     if problem:
         _err(f"serve: {problem}")

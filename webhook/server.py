@@ -119,8 +119,12 @@ def create_app(
     validate_engine = validate_engine or Engine(Sandbox(VALIDATE_CONCURRENCY, nice=10))
     hooks = Webhooks(state, engine, validate_engine, samples, validate_timeout, reloader)
     app.extensions["karta"] = hooks
-    metrics.DEFINITIONS.set(len(state.snapshot.registry))
-    state.listeners.append(lambda snap: metrics.DEFINITIONS.set(len(snap.registry)))
+
+    def count(snap: Snapshot) -> None:
+        metrics.set_definitions(len(snap.registry), len(snap.file_errors), len(snap.cluster_errors))
+
+    count(state.snapshot)
+    state.listeners.append(count)
     metrics.set_reload_status(state.reload_status)
     hooks.reloader.on_result.append(metrics.set_reload_status)
 
