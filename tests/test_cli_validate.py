@@ -18,6 +18,11 @@ from webhook.definitions import catalog_dir
 from webhook.documents import read_documents
 
 REPO = Path(__file__).resolve().parent.parent
+#: the line ``validate`` ends an OK report of a whole-template definition with
+CARRIED = (
+    "  note: policy fields carried: labels, annotations, schedulerName, priorityClassName, "
+    "nodeSelector, tolerations\n"
+)
 JOBSET = catalog_dir() / "jobset.x-k8s.io-jobset-v1alpha2.yaml"
 
 
@@ -47,7 +52,9 @@ def test_ok_against_given_samples(tmp_path: Path, samples: Path, capsys: Any) ->
     f = write(tmp_path / "k.yaml", BASE)
     assert main(["validate", "-f", str(f), "--samples", str(samples)]) == EXIT_OK
     out = capsys.readouterr().out
-    assert out == "OK jobset (jobset.x-k8s.io/v1alpha2 JobSet): checked against 1 sample(s)\n"
+    assert out == (
+        "OK jobset (jobset.x-k8s.io/v1alpha2 JobSet): checked against 1 sample(s)\n" + CARRIED
+    )
 
 
 def test_invalid_lists_every_error_at_its_field(tmp_path: Path, samples: Path, capsys: Any) -> None:
@@ -55,7 +62,9 @@ def test_invalid_lists_every_error_at_its_field(tmp_path: Path, samples: Path, c
     assert main(["validate", "-f", str(f), "--samples", str(samples)]) == EXIT_FINDING
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("OK jobset ")
-    assert lines[1] == "INVALID broken"
+    assert lines[1] == CARRIED.rstrip("\n")
+    assert lines[2] == "INVALID broken"
+    assert not any("policy fields" in ln for ln in lines[2:])  # said of valid definitions only
     child = "spec.structureDefinition.childComponents[0]"
     assert (
         f"  {child}.ownerRef: child component 'replicatedjob' has owner ref to non-existing "
@@ -82,6 +91,7 @@ def test_no_samples_is_said_on_the_ok_line(tmp_path: Path, capsys: Any) -> None:
     assert main(["validate", "-f", str(f), "--samples", str(empty)]) == EXIT_OK
     assert capsys.readouterr().out == (
         "OK jobset (jobset.x-k8s.io/v1alpha2 JobSet): no samples found; checked structure and jq only\n"
+        + CARRIED
     )
 
 
@@ -244,7 +254,7 @@ def test_a_kind_no_given_crd_serves_keeps_its_output_and_says_so(
     assert capsys.readouterr().out == (
         "OK jobset (jobset.x-k8s.io/v1alpha2 JobSet): no samples found; checked structure and jq only\n"
         "  note: no CustomResourceDefinition given serves jobset.x-k8s.io/v1alpha2 JobSet: paths "
-        "not checked against a schema\n"
+        "not checked against a schema\n" + CARRIED
     )
 
 

@@ -92,7 +92,7 @@ def check(
     gvk = karta.gvk if karta.gvk and karta.gvk.version and karta.gvk.kind else None
     real = c.checked - c.synthesised
     c.found.errors.extend(carry.declined_errors(karta))
-    if (fields := carry.summary(karta)) is not None:
+    if not c.found.errors and (fields := carry.summary(karta)) is not None:
         c.notes.append(fields)
     return Report(
         source, karta.name, gvk, c.found.errors, c.found.warnings, real, c.notes, c.synthesised
