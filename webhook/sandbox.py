@@ -16,6 +16,7 @@ when it is killed. The number of children, their address space and their replies
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -191,12 +192,23 @@ class _Child:
         line, _, self.buf = self.buf.partition(b"\n")
         return jsontext.loads(line)
 
-    def kill(self) -> None:
-        try:
+    def signal(self) -> None:
+        """SIGKILL, without waiting (the child is reaped by :meth:`reap`)."""
+        with contextlib.suppress(OSError):
             self.proc.kill()
-            self.proc.wait(timeout=5)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
+
+    def reap(self) -> None:
+        """Wait until the killed child is gone (SIGKILL cannot be ignored) and close its pipes."""
+        with contextlib.suppress(OSError):
+            self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
+    def kill(self) -> None:
+        self.signal()
+        self.reap()
 
 
 class Sandbox:
@@ -207,26 +219,52 @@ class Sandbox:
     must not take CPU from /mutate). A child that overruns its deadline or dies is killed and a
     replacement started in the background. The pool belongs to one process: after a fork the
     parent's children are not used (the pool starts over).
+
+    The bound holds under any storm of timeouts, kills and closes: a child counts against
+    ``size`` from the moment it is about to be started until it has been *reaped* (not merely
+    signalled), and a replacement is started only after the child it replaces is gone. A
+    :meth:`close` ends a generation: children of an earlier one (in use at the close, or being
+    started as replacements) are killed when they come back, never kept. ``peak`` records the
+    most children alive at once.
     """
 
     def __init__(self, size: int = 2, *, nice: int = 0) -> None:
         self.size = max(1, size)
         self.nice = nice
         self._idle: list[_Child] = []
-        self._count = 0  # children alive: idle, in use, or being started
+        self._count = 0  # children that may be alive: idle, in use, starting, or being reaped
         self._cond = threading.Condition()
         self._pid = os.getpid()
+        self._generation = 0  # advanced by close(): children of an earlier one are not kept
+        self._born: dict[_Child, int] = {}  # children alive -> their generation
         self.spawned = 0  # children started, in this process (tests and benchmarks read it)
+        self.peak = 0  # the most children alive at once, in this process
 
     def _forked(self) -> None:
         if self._pid != os.getpid():  # under the lock: a fork left the parent's children
             self._idle, self._count, self._pid, self.spawned = [], 0, os.getpid(), 0
+            self._born, self.peak = {}, 0
 
-    def _spawn(self) -> _Child:
+    def alive(self) -> int:
+        """Children started and not yet reaped (the pool's own record)."""
+        with self._cond:
+            return len(self._born)
+
+    def _spawn(self, generation: int) -> _Child:
+        """Start a child; the caller has counted it in ``_count`` already."""
         child = _Child(self.nice)
         with self._cond:
             self.spawned += 1
+            self._born[child] = generation
+            self.peak = max(self.peak, len(self._born))
         return child
+
+    def _uncount(self, child: _Child | None) -> None:
+        """Under the lock: a child (or a start that failed) no longer counts."""
+        if child is not None:
+            self._born.pop(child, None)
+        self._count -= 1
+        self._cond.notify()
 
     def _take(self, deadline: float) -> _Child:
         with self._cond:
@@ -239,44 +277,56 @@ class Sandbox:
             if self._idle:
                 return self._idle.pop()
             self._count += 1
+            generation = self._generation
         try:
-            return self._spawn()
+            return self._spawn(generation)
         except BaseException:
             with self._cond:
-                self._count -= 1
-                self._cond.notify()
+                self._uncount(None)
             raise
 
     def _give(self, child: _Child) -> None:
+        """Return a healthy child: kept when it belongs to the current generation, else killed
+        and reaped before it stops counting."""
         with self._cond:
-            if self._pid == os.getpid():
+            if self._pid != os.getpid():
+                return  # a child of the parent process (after a fork): not ours to kill
+            if self._born.get(child) == self._generation:
                 self._idle.append(child)
                 self._cond.notify()
                 return
         child.kill()
+        with self._cond:
+            self._uncount(child)
 
     def _discard(self, child: _Child) -> None:
-        """Kill a child that misbehaved and start its replacement off the request path."""
-        child.kill()
+        """Kill a child that misbehaved; reap it and start its replacement off the request
+        path. It counts against the size until it is reaped."""
+        if self._pid != os.getpid():
+            return  # a child of the parent process (after a fork): not ours to kill
+        child.signal()
+        threading.Thread(
+            target=self._replace, args=(child,), name="karta-sandbox", daemon=True
+        ).start()
+
+    def _replace(self, child: _Child) -> None:
+        child.reap()
         with self._cond:
             if self._pid != os.getpid():
                 return
-            self._count -= 1
-            self._cond.notify()
-        threading.Thread(target=self._refill, name="karta-sandbox", daemon=True).start()
-
-    def _refill(self) -> None:
-        with self._cond:
-            if self._count >= self.size:
-                return
+            current = self._born.get(child) == self._generation
+            self._uncount(child)
+            if not current or self._count >= self.size:
+                return  # closed since, or a caller has started one in its place already
             self._count += 1
+            generation = self._generation
         try:
-            child = self._spawn()
+            new = self._spawn(generation)
         except OSError:
             with self._cond:
-                self._count -= 1
+                self._uncount(None)
             return
-        self._give(child)
+        self._give(new)
 
     def start(self, n: int | None = None) -> None:
         """Start ``n`` children (all ``size`` by default) ahead of the first request; a child
@@ -287,7 +337,14 @@ class Sandbox:
                 if self._count >= self.size:
                     return
                 self._count += 1
-            self._give(self._spawn())
+                generation = self._generation
+            try:
+                child = self._spawn(generation)
+            except BaseException:
+                with self._cond:
+                    self._uncount(None)
+                raise
+            self._give(child)
 
     def run(self, batch: Sequence[Request], obj: Any, timeout: float) -> list[Reply]:
         """Evaluate ``batch`` on ``obj`` in a child; one reply per request, in order. Never
@@ -315,14 +372,22 @@ class Sandbox:
             return [
                 {"error": "evaluation aborted: the sandbox exited (memory limit exceeded?)"}
             ] * len(batch)
+        except BaseException:
+            self._discard(child)  # its state is unknown: never reused
+            raise
         self._give(child)
         if isinstance(reply, dict):
             return [{"error": str(reply.get("fatal", "evaluation failed"))}] * len(batch)
         return list(reply)
 
     def close(self) -> None:
+        """Kill the idle children and end the generation: children in use now, or being
+        started as replacements, are killed when they come back."""
         with self._cond:
             idle, self._idle = self._idle, []
-            self._count -= len(idle)
+            self._generation += 1
         for c in idle:
             c.kill()
+        with self._cond:
+            for c in idle:
+                self._uncount(c)
