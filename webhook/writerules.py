@@ -1,6 +1,9 @@
-"""The rules write locations are judged by: none at the root object, its metadata or its spec,
-and none that moves when the workload's metadata values change (probed on copies of each
-sample, :mod:`webhook.writes`). A mixin of the checker."""
+"""The rules write locations are judged by: none at the root object, its metadata or its spec;
+none that moves when the workload's metadata values change (probed on copies of each sample,
+:mod:`webhook.writes`); none that depends on the values the workload's author writes, beyond
+comparisons with the definition's constants (read from the text and probed on copies of each
+sample, :mod:`webhook.writeshape`); and regular expressions only where they cannot backtrack
+without bound (:mod:`webhook.regexsafe`). A mixin of the checker."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook import writes
+from webhook import regexsafe, writes, writeshape
 from webhook.checkbase import NOT_EVALUATED, CheckerBase, mode, timed_out
 from webhook.definitions import JqField, jq_fields
 from webhook.fields import Mode
@@ -17,12 +20,22 @@ from webhook.jqexpr import Outcome, Path_, plain, pointer
 
 class WriteRules(CheckerBase):
     def plain_writes(self, fields: list[JqField]) -> None:
-        """Plain write paths that end at the root, its metadata or its spec (without samples)."""
+        """From the text alone: plain write paths that end at the root, its metadata or its
+        spec; write paths that let the workload's values steer them; regular expressions that
+        can backtrack without bound (in any field)."""
         for f in fields:
-            if f.field.write and self.used(f):
-                problem = writes.misdirected_steps(plain(f.expr), self.gvk)
-                if problem:
-                    self.err(f.path, problem, "misdirected")
+            for problem in regexsafe.problems(f.expr):
+                self.err(f.path, f"unsafe regular expression: {problem}")
+            if not f.field.write:
+                continue
+            for problem in writeshape.problems(f.expr):
+                self.err(f.path, problem)
+                # refused already: not probed on the samples
+                self._seen.update({(f.path, "value-dependent"), (f.path, "metadata-dependent")})
+            if self.used(f):
+                misdirected = writes.misdirected_steps(plain(f.expr), self.gvk)
+                if misdirected:
+                    self.err(f.path, misdirected, "misdirected")
 
     def write_rules(
         self,
@@ -43,6 +56,58 @@ class WriteRules(CheckerBase):
         probed = [f for f in mine if (f.path, "metadata-dependent") not in self._seen]
         if probed:  # (a field found to depend on one sample is not probed again)
             self.metadata_probes(probed, outs, label, obj)
+        probed = [
+            f
+            for f in mine
+            if (f.path, "metadata-dependent") not in self._seen
+            and (f.path, "value-dependent") not in self._seen
+        ]
+        if probed:
+            self.value_probes(probed, outs, label, obj)
+
+    def value_probes(
+        self,
+        fields: list[JqField],
+        outs: Mapping[tuple[str, str], Outcome],
+        label: str,
+        obj: Mapping[str, Any],
+    ) -> None:
+        """Evaluate the write paths on copies of the sample whose string and number values
+        are changed, except those equal to the expressions' constants (so every comparison
+        with a constant keeps its result); refuse locations that move (``length`` of a string
+        in a condition, which the text cannot tell from ``length`` of a list)."""
+        batch = list(dict.fromkeys((f.expr, mode(f)) for f in fields))
+        base = {req: _locations(outs[req]) for req in batch}
+        strings, numbers = writeshape.constants(expr for expr, _ in batch)
+        for variant in (0, 1):
+            probe = writeshape.substituted(obj, strings, numbers, variant)
+            moved = self.moved(batch, base, probe)
+            if moved is None:
+                return
+            for f in fields:
+                req = (f.expr, mode(f))
+                if req not in moved:
+                    continue
+                after = moved[req]
+                now = (
+                    f"it fails: {after.error}"
+                    if after.error
+                    else f"they are {_pointers(_locations(after))}"
+                )
+                self.err(
+                    f.path,
+                    f"write locations depend on the values the workload's author writes: on "
+                    f"sample {label} they are {_pointers(base[req])}; with its string and "
+                    f"number values changed ({'longer' if variant == 0 else 'shorter'}; those "
+                    f"equal to the definition's constants kept), {now}. A write location may "
+                    "depend only on the object's shape (keys, presence, list lengths) and on "
+                    "== / != comparisons of its values with the definition's constants",
+                    "value-dependent",
+                )
+            batch = [req for req in batch if req not in moved]
+            fields = [f for f in fields if (f.expr, mode(f)) not in moved]
+            if not batch:
+                return
 
     def metadata_probes(
         self,
