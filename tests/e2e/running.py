@@ -152,8 +152,10 @@ def start(
     metrics_port: int | None = None,
     client: ClientCert | None = None,
     python: str = sys.executable,
+    wait: float = 30,
 ) -> Server:
-    """Start ``serve`` with certificates for the Service in ``tmp/certs`` and wait for it."""
+    """Start ``serve`` with certificates for the Service in ``tmp/certs`` and wait for it
+    (``wait`` seconds at most)."""
     from webhook.certs import write_certs
 
     paths = write_certs(tmp / "certs", SERVICE, NAMESPACE)
@@ -178,7 +180,7 @@ def start(
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, cwd=tmp, env=serve_env(), stdout=out, stderr=subprocess.STDOUT)
     server = Server(port, paths.ca_cert, tmp / "certs", policy, log, proc, metrics_port, client)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + wait
     while True:
         if proc.poll() is not None:
             raise ServerFailed(f"server exited with {proc.returncode}:\n{log.read_text()}")
@@ -189,5 +191,5 @@ def start(
             pass
         if time.monotonic() > deadline:
             server.stop()
-            raise ServerFailed(f"server did not answer /healthz in 30 s:\n{log.read_text()}")
+            raise ServerFailed(f"server did not answer /healthz in {wait} s:\n{log.read_text()}")
         time.sleep(0.1)
