@@ -63,6 +63,8 @@ class CheckerBase:
         self._culprits = 0
         self.unrunnable: set[str] = set()
         self.written = {c.name for c in karta.components if c.patterns}
+        #: per write field path: what the samples said of its locations' last segment
+        self._last_segments: dict[str, Any] = {}
 
     def err(self, path: str, message: str, kind: str | None = None) -> None:
         """Record an error; with ``kind``, only the first of that kind per field (a broken

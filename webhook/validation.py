@@ -267,6 +267,7 @@ class _Checker(SampleRules, WriteRules):
             self.schema_locations(outs)
             self.write_rules(workload, outs, label, obj)
         self.on_synthetic = False
+        self.last_segments()
         for f in workload:
             if f.path not in found or not evaluated[f.path]:
                 continue

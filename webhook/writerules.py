@@ -7,15 +7,33 @@ without bound (:mod:`webhook.regexsafe`). A mixin of the checker."""
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook import regexsafe, writes, writeshape
 from webhook.checkbase import NOT_EVALUATED, CheckerBase, mode, timed_out
 from webhook.definitions import JqField, jq_fields
-from webhook.fields import Mode
+from webhook.fields import FRAGMENTED, INJECTABLES, Mode, Role
 from webhook.jqexpr import Outcome, Path_, plain, pointer
+
+#: The last segment each location field is expected to end with; another one absent from
+#: every sample is likely a typo (``.spec.driver.lables``) that the webhook would create.
+_LAST_SEGMENT: dict[Role, str] = {
+    **{i.fragment: i.key for i in INJECTABLES if i.fragment is not None},
+    Role.METADATA: "metadata",
+}
+
+
+@dataclass(slots=True)
+class _LastSegment:
+    """What the samples said of a write field's last segment."""
+
+    name: str
+    present: bool = False
+    siblings: set[str] = field(default_factory=set)
 
 
 class WriteRules(CheckerBase):
@@ -33,7 +51,10 @@ class WriteRules(CheckerBase):
                 # refused already: not probed on the samples
                 self._seen.update({(f.path, "value-dependent"), (f.path, "metadata-dependent")})
             if self.used(f):
-                misdirected = writes.misdirected_steps(plain(f.expr), self.gvk)
+                steps = plain(f.expr)
+                misdirected = writes.misdirected_steps(steps, self.gvk) or writes.protected_steps(
+                    steps
+                )
                 if misdirected:
                     self.err(f.path, misdirected, "misdirected")
 
@@ -47,12 +68,23 @@ class WriteRules(CheckerBase):
         """On one sample: no write location at the root, its metadata or its spec; and the
         same write locations when the workload's metadata values change."""
         mine = [f for f in fields if f.field.write and self.used(f) and outs[(f.expr, mode(f))].ok]
+        root = self.k.root.name
         for f in mine:
             for p, _ in outs[(f.expr, mode(f))].items:
-                problem = writes.misdirected(p, self.gvk)
-                if problem:
-                    self.err(f.path, f"{problem} (sample {label})", "misdirected")
+                problem = writes.misdirected(p, self.gvk) or writes.protected(p)
+                own, note = writes.own_metadata(
+                    p,
+                    self.gvk,
+                    fragment=f.role.value if f.field.pattern == FRAGMENTED else None,
+                    is_root=f.component == root,
+                )
+                if note and note not in self.notes:
+                    self.notes.append(note)
+                if problem or own:
+                    self.err(f.path, f"{problem or own} (sample {label})", "misdirected")
                     break
+            self.last_segment(f, outs[(f.expr, mode(f))], obj)
+        self.metadata_beside_pod_spec(mine, outs, label)
         probed = [f for f in mine if (f.path, "metadata-dependent") not in self._seen]
         if probed:  # (a field found to depend on one sample is not probed again)
             self.metadata_probes(probed, outs, label, obj)
@@ -64,6 +96,74 @@ class WriteRules(CheckerBase):
         ]
         if probed:
             self.value_probes(probed, outs, label, obj)
+
+    def metadata_beside_pod_spec(
+        self, fields: list[JqField], outs: Mapping[tuple[str, str], Outcome], label: str
+    ) -> None:
+        """A ``metadataPath`` location is its pod's own metadata: beside the ``podSpecPath``
+        location it pairs with (same parent), or that same node (a kind that inlines pod
+        labels in the spec). The workload's own metadata is the Pod's alone (refused as
+        misdirected otherwise)."""
+        for meta in (f for f in fields if f.role == Role.METADATA):
+            spec = next(
+                (f for f in fields if f.role == Role.POD_SPEC and f.component == meta.component),
+                None,
+            )
+            if spec is None or any(e.path == meta.path for e in self.found.errors):
+                continue
+            metas = [p for p, _ in outs[(meta.expr, mode(meta))].items]
+            specs = [p for p, _ in outs[(spec.expr, mode(spec))].items]
+            for m, sp in zip(metas, specs, strict=False):
+                if tuple(m) == tuple(sp) or (len(m) == len(sp) and tuple(m[:-1]) == tuple(sp[:-1])):
+                    continue
+                self.err(
+                    meta.path,
+                    f"location {pointer(m) or '/'} is not the pod's own metadata: it must be "
+                    f"beside its podSpecPath location {pointer(sp) or '/'} (the same parent), or "
+                    f"that same node where the kind inlines pod labels in the spec (sample {label})",
+                    "metadata-beside",
+                )
+                break
+
+    def last_segment(self, f: JqField, out: Outcome, obj: Mapping[str, Any]) -> None:
+        """Record whether the last segment of ``f``'s locations exists on this sample (fields
+        whose expected name is known: fragments and ``metadataPath``)."""
+        expected = _LAST_SEGMENT.get(f.role)
+        if expected is None:
+            return
+        for p, _ in out.items:
+            if not p or not isinstance(p[-1], str) or p[-1] == expected:
+                continue
+            seen = self._last_segments.setdefault(f.path, _LastSegment(p[-1]))
+            parent = _get(obj, p[:-1])
+            if isinstance(parent, Mapping):
+                if p[-1] in parent:
+                    seen.present = True
+                seen.siblings.update(k for k in parent if isinstance(k, str))
+
+    def last_segments(self) -> None:
+        """After every sample: a last segment absent from all of them (and not the field's
+        expected name) is likely a typo the webhook would create: a warning. With a schema
+        that describes the field's parent, the schema check has judged it already (an unknown
+        field is an error there, with the closest names): a warning only where the schema
+        could not judge it (it keeps unknown fields)."""
+        for path, seen in self._last_segments.items():
+            if seen.present:
+                continue
+            if self.schema is not None and not any(
+                w.startswith(f"{path}:") for w in self.found.warnings
+            ):
+                continue  # the schema has judged it (an error if unknown)
+            role = next((f.role for f in jq_fields(self.k) if f.path == path), None)
+            expected = _LAST_SEGMENT.get(role) if role is not None else None
+            names = sorted({*(n for n in (expected,) if n), *seen.siblings})
+            close = difflib.get_close_matches(seen.name, names, n=2, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(json.dumps(c) for c in close)}?" if close else ""
+            message = (
+                f"last segment {json.dumps(seen.name)} is absent from every sample; the "
+                f"webhook would create it{hint}"
+            )
+            self.warn(f"{path}: {message}")
 
     def value_probes(
         self,
@@ -197,6 +297,19 @@ class WriteRules(CheckerBase):
             f"{_pointers(before)}; with {change}, {now}",
             "metadata-dependent",
         )
+
+
+def _get(obj: Any, tokens: Sequence[Any]) -> Any:
+    """The value at jq path ``tokens`` of ``obj`` (None where it is absent)."""
+    cur = obj
+    for t in tokens:
+        if isinstance(cur, Mapping) and isinstance(t, str):
+            cur = cur.get(t)
+        elif isinstance(cur, list) and isinstance(t, int) and -len(cur) <= t < len(cur):
+            cur = cur[t]
+        else:
+            return None
+    return cur
 
 
 def _change(name: str, value: str) -> str:

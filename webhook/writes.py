@@ -29,14 +29,20 @@ from webhook.jqsyntax import FIELD, NUMBER, STRING, Token, TokenizeError, tokeni
 from webhook.limits import MAX_PROBE_KEYS, MAX_PROBE_VALUES
 
 __all__ = [
+    "COPIES_OWN_METADATA",
     "METADATA_FIELDS",
     "PROBE_VALUES",
+    "PROTECTED_FIELDS",
+    "PROTECTED_METADATA",
     "Probe",
     "changed",
     "constants",
     "misdirected",
     "misdirected_steps",
+    "own_metadata",
     "probes",
+    "protected",
+    "protected_steps",
 ]
 
 #: The metadata fields whose values must not move a write location, in the order reported.
@@ -44,6 +50,19 @@ METADATA_FIELDS: Final = ("name", "namespace", "labels", "annotations")
 #: Values every probed field gets besides the expressions' own constants: one as long as a
 #: name or label value may be (63 characters), one very short.
 PROBE_VALUES: Final = ("karta-probe-changed-" + "x" * 43, "k")
+
+#: Fields of any object's metadata the webhook never writes, nor anything below them.
+PROTECTED_METADATA: Final = (
+    "name", "namespace", "uid", "generateName", "ownerReferences", "managedFields",
+)  # fmt: skip
+#: Fields of any object the webhook never writes, nor anything below them.
+PROTECTED_FIELDS: Final = ("apiVersion", "kind", "status")
+#: Root kinds (group, kind) whose operator copies the workload's own labels and annotations to
+#: its pods: for them alone, the root component's fragmented ``labelsPath`` and
+#: ``annotationsPath`` may be the workload's own ``.metadata.labels`` / ``.metadata.annotations``.
+COPIES_OWN_METADATA: Final = frozenset(
+    {("tekton.dev", "TaskRun"), ("tekton.dev", "PipelineRun"), ("kubeflow.org", "Notebook")}
+)
 
 _POD: Final = GVK("", "v1", "Pod")
 _ROOT_PLACES: Final[Mapping[tuple[Any, ...], str]] = {
@@ -149,3 +168,61 @@ def _changed_copy(
             meta[f] = dict.fromkeys([*names, *keys], value)
     out["metadata"] = meta
     return out
+
+
+def protected(location: Sequence[Any]) -> str | None:
+    """Why a write at ``location`` (jq path tokens; None for a ``[]`` step) touches a field the
+    webhook never writes, of any object: ``metadata`` ``name``, ``namespace``, ``uid``,
+    ``generateName``, ``ownerReferences``, ``managedFields``, or ``apiVersion``, ``kind``,
+    ``status`` (the API server refuses such a patch, or it rewrites what an object is)."""
+    keys = [t if isinstance(t, str) else None for t in location]
+    for i, key in enumerate(keys):
+        if key in PROTECTED_FIELDS:
+            field = key
+        elif key == "metadata" and i + 1 < len(keys) and keys[i + 1] in PROTECTED_METADATA:
+            field = f"metadata.{keys[i + 1]}"
+        else:
+            continue
+        where = "/" + "/".join("*" if t is None else str(t) for t in location)
+        return (
+            f"writes to {field} ({where}); the webhook never writes an object's metadata.name, "
+            "namespace, uid, generateName, ownerReferences or managedFields, nor its apiVersion, "
+            "kind or status"
+        )
+    return None
+
+
+def protected_steps(steps: Sequence[Step] | None) -> str | None:
+    """:func:`protected` for a plain path's steps (None when it is not plain)."""
+    if steps is None:
+        return None
+    return protected(tuple(s.name if isinstance(s, Key) else None for s in steps))
+
+
+def own_metadata(
+    location: Sequence[Any], root: GVK | None, *, fragment: str | None, is_root: bool
+) -> tuple[str | None, str | None]:
+    """``(problem, note)`` for a write inside the root object's own ``metadata``: a Pod's is
+    its pods' own; otherwise only the root component's fragmented ``labelsPath`` /
+    ``annotationsPath`` may write the workload's own labels / annotations, and only for a kind
+    whose operator copies them to its pods (:data:`COPIES_OWN_METADATA`), with a note."""
+    if root is None or root == _POD or len(location) < 2 or location[0] != "metadata":
+        return None, None
+    wanted = {"labelsPath": "labels", "annotationsPath": "annotations"}.get(fragment or "")
+    where = "/" + "/".join(str(t) for t in location)
+    if (
+        wanted is not None
+        and is_root
+        and tuple(location) == ("metadata", wanted)
+        and (root.group, root.kind) in COPIES_OWN_METADATA
+    ):
+        return None, (
+            f"{fragment} writes the {root.kind}'s own {wanted} ({where}): its operator copies "
+            "them to the pods it creates"
+        )
+    kinds = ", ".join(sorted(k for _, k in COPIES_OWN_METADATA))
+    return (
+        f"writes to the {root.kind}'s own metadata ({where}); a workload's own labels and "
+        "annotations are written only as the root component's fragmented labelsPath / "
+        f"annotationsPath, and only for kinds whose operator copies them to its pods ({kinds})"
+    ), None
