@@ -17,6 +17,7 @@ import orjson
 
 from webhook import jsontext
 from webhook.gvk import GVK
+from webhook.limits import MAX_JSON_DEPTH
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -26,6 +27,9 @@ KIND = "AdmissionReview"
 # it only for bodies nested deeper than orjson reads, as deep as the API server accepts.
 _loads = jsontext.loads
 _dumps = orjson.dumps
+#: The object sits two levels down in the review (``request.object``): an object as deep as the
+#: API server accepts makes a review this deep.
+_REVIEW_DEPTH = MAX_JSON_DEPTH + 2
 
 
 class BadReview(ValueError):
@@ -71,9 +75,12 @@ class Response:
 
 def decode(body: bytes) -> Request:
     try:
-        review = _loads(body)
-    except jsontext.DepthError as e:
-        raise BadReview(f"body is {e}") from None
+        review = _loads(body, max_depth=_REVIEW_DEPTH)
+    except jsontext.DepthError:
+        raise BadReview(
+            f"body is nested deeper than {MAX_JSON_DEPTH} levels below the review's request "
+            "(the API server's limit for an object)"
+        ) from None
     except (orjson.JSONDecodeError, ValueError, UnicodeDecodeError) as e:
         raise BadReview(f"body is not JSON: {str(e).splitlines()[0]}") from None
     if not isinstance(review, dict):

@@ -83,7 +83,9 @@ def _child_main() -> None:  # pragma: no cover - runs in the sandbox process
     nice = int(sys.argv[1]) if len(sys.argv) > 1 else 0
     if nice:
         os.nice(nice)
-    sys.setrecursionlimit(SANDBOX_DEPTH + 200)  # replies as deep as the inputs libjq parses
+    # Replies are as deep as the inputs (SANDBOX_DEPTH levels): written by jsontext, which never
+    # recurses, so the recursion limit is left as it is (from Python 3.12 it would not govern
+    # the C codec anyway).
     import jq
 
     os.environ.clear()  # unsetenv() each: libjq's $ENV / env see nothing (Python may add LC_CTYPE)
@@ -115,7 +117,7 @@ def _child_main() -> None:  # pragma: no cover - runs in the sandbox process
                 reply: Any = {"fatal": _first_line(str(e))}
             else:
                 reply = [_reply(i, r, bad) for i, r in enumerate(raw)]
-            line = json.dumps(reply)
+            line = jsontext.dumps(reply).decode()
         except MemoryError:
             line = json.dumps({"fatal": "out of memory"})
         except Exception as e:  # the protocol must answer every request
@@ -133,7 +135,10 @@ def _reply(i: int, raw: list[dict[str, Any]], bad: dict[int, str]) -> Reply:
     for item in raw:
         if "e" in item:
             msg = item["e"]
-            return {"error": msg if isinstance(msg, str) else json.dumps(msg), "out": out}
+            return {
+                "error": msg if isinstance(msg, str) else jsontext.dumps(msg).decode(),
+                "out": out,
+            }
         out.append(item["p"] if "p" in item else item["v"])
     return {"out": out}
 
@@ -151,7 +156,7 @@ def encode_input(obj: Any) -> bytes:
         return orjson.dumps(obj)  # anything orjson encodes is shallow enough
     except orjson.JSONEncodeError:
         pass
-    return jsontext.run_deep(lambda: jsontext.dumps(jsontext.pruned(obj, SANDBOX_DEPTH)))
+    return jsontext.dumps(jsontext.pruned(obj, SANDBOX_DEPTH))
 
 
 class _Child:
