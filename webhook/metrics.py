@@ -10,6 +10,13 @@ Two ways of running, one set of metrics:
   from gunicorn's ``child_exit`` hook) so its gauges stop counting;
 * in one process (tests with Flask's client, no variable set) the default registry is used.
 
+Metrics never cost an admission: a write that fails (the directory read-only, deleted or full)
+is counted in this process's memory (:data:`FAILURES`, exported as
+``karta_webhook_metrics_failures_total`` by the process that answers the scrape), logged once
+per process and kind of write, and otherwise ignored: the request is answered, a worker whose
+metrics file cannot be made serves all the same, and the master replaces dead workers whatever
+the state of the directory.
+
 Label values are bounded: ``kind`` is a Kind the registry knows (or ``Karta``), anything else is
 ``other``, so a client sending made-up kinds cannot grow the number of series without limit.
 """
@@ -32,6 +39,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.core import CounterMetricFamily
 
 __all__ = [
     "CONNECTIONS_CUT",
@@ -39,6 +47,7 @@ __all__ = [
     "DEFINITIONS",
     "DEFINITIONS_REJECTED",
     "DURATION",
+    "FAILURES",
     "MUTATION_FAILURES",
     "PATCH_OPS",
     "RELOAD_SUCCESS",
@@ -46,6 +55,7 @@ __all__ = [
     "REQUESTS",
     "child",
     "count_admission",
+    "count_cut",
     "flush",
     "mark_process_dead",
     "multiprocess_dir",
@@ -57,6 +67,51 @@ __all__ = [
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 log = logging.getLogger("karta_webhook.metrics")
+
+#: Metric writes that failed in this process, by what was being written: ``admissions`` (a
+#: batch of counted requests, then lost), ``connections``, ``definitions``, ``reload_status``,
+#: ``mark_dead`` (a dead worker's live gauges), ``render`` (a scrape answered without them).
+FAILURES: dict[str, int] = {}
+_failures_lock = threading.Lock()
+
+
+def _failed(what: str, e: BaseException) -> None:
+    """Count a failed metrics write; log the first of each kind in this process (one line, no
+    traceback: the cause is the directory, not the code)."""
+    with _failures_lock:
+        n = FAILURES[what] = FAILURES.get(what, 0) + 1
+    if n == 1:
+        log.error(
+            "writing metrics failed; the request goes on, the failures are counted in "
+            "karta_webhook_metrics_failures_total and logged only once per process",
+            extra={
+                "fields": {
+                    "write": what,
+                    "error": f"{type(e).__name__}: {e}",
+                    "dir": multiprocess_dir(),
+                    "pid": os.getpid(),
+                }
+            },
+        )
+
+
+class _FailuresCollector:
+    """Exports :data:`FAILURES` of the process that renders (an in-memory count: the files are
+    what may be failing)."""
+
+    def collect(self) -> Any:
+        family = CounterMetricFamily(
+            "karta_webhook_metrics_failures",
+            "Metric writes that failed in the process answering this scrape (its metrics "
+            "directory read-only, deleted or full), by what was written; those samples are lost.",
+            labels=["write"],
+        )
+        with _failures_lock:
+            counts = sorted(FAILURES.items())
+        for what, n in counts:
+            family.add_metric([what], n)
+        yield family
+
 
 REQUESTS = Counter(
     "karta_webhook_requests",
@@ -176,9 +231,11 @@ def count_admission(
 
 def flush() -> None:
     """Write the queued admissions to the metrics (safe from any thread: each is taken off
-    the queue once)."""
+    the queue once). Never raises: a batch that cannot be written is counted in
+    :data:`FAILURES` and dropped, so the queue stays bounded."""
     take = _queued.popleft
     counts: dict[tuple[str, ...], int] = {}
+    durations: list[tuple[str, float]] = []
     ops_by_kind: dict[str, int] = {}
     failures: dict[tuple[str, str], int] = {}
     while True:
@@ -188,17 +245,32 @@ def flush() -> None:
             break
         key = (webhook, kind, operation, outcome)
         counts[key] = counts.get(key, 0) + 1
-        child(DURATION, webhook).observe(seconds)
+        durations.append((webhook, seconds))
         if ops:
             ops_by_kind[kind] = ops_by_kind.get(kind, 0) + ops
         if failure:
             failures[(kind, failure)] = failures.get((kind, failure), 0) + 1
-    for labels, n in counts.items():
-        child(REQUESTS, *labels).inc(n)
-    for kind, n in ops_by_kind.items():
-        child(PATCH_OPS, kind).inc(n)
-    for labels, n in failures.items():
-        child(MUTATION_FAILURES, *labels).inc(n)
+    if not counts:
+        return
+    try:
+        for webhook, seconds in durations:
+            child(DURATION, webhook).observe(seconds)
+        for labels, n in counts.items():
+            child(REQUESTS, *labels).inc(n)
+        for kind, n in ops_by_kind.items():
+            child(PATCH_OPS, kind).inc(n)
+        for labels, n in failures.items():
+            child(MUTATION_FAILURES, *labels).inc(n)
+    except Exception as e:  # the metrics directory: never the request's problem
+        _failed("admissions", e)
+
+
+def count_cut(reason: str) -> None:
+    """Count a connection the server cut (:data:`CONNECTIONS_CUT`); never raises."""
+    try:
+        child(CONNECTIONS_CUT, reason).inc()
+    except Exception as e:
+        _failed("connections", e)
 
 
 def start_flushing(every: float = FLUSH_EVERY) -> threading.Event:
@@ -209,7 +281,7 @@ def start_flushing(every: float = FLUSH_EVERY) -> threading.Event:
     def once() -> None:
         try:
             flush()
-        except Exception:  # a metrics file that cannot be written: say so, keep counting
+        except Exception:  # flush never raises; should it, the thread must go on
             log.exception("writing the metrics failed")
 
     def loop() -> None:
@@ -231,26 +303,43 @@ def render() -> tuple[bytes, str]:
     flush()
     if multiprocess_dir():
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-        return generate_latest(registry), CONTENT_TYPE_LATEST
+        registry.register(_FailuresCollector())
+        try:
+            multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+            return generate_latest(registry), CONTENT_TYPE_LATEST
+        except Exception as e:  # unreadable files: the failures are still worth a scrape
+            _failed("render", e)
+            only = CollectorRegistry()
+            only.register(_FailuresCollector())
+            return generate_latest(only), CONTENT_TYPE_LATEST
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
 
 
 def mark_process_dead(pid: int) -> None:
-    """Forget the live gauges of a worker that exited (gunicorn ``child_exit``)."""
+    """Forget the live gauges of a worker that exited (gunicorn ``child_exit``, in the master:
+    an exception there would stop it replacing workers, so none leaves here)."""
     if multiprocess_dir():
-        multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
+        try:
+            multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
+        except Exception as e:
+            _failed("mark_dead", e)
 
 
 def set_definitions(loaded: int, rejected_files: int, rejected_cluster: int) -> None:
     """Publish how many definitions are in use and how many are rejected, by origin."""
-    DEFINITIONS.set(loaded)
-    DEFINITIONS_REJECTED.labels("file").set(rejected_files)
-    DEFINITIONS_REJECTED.labels("cluster").set(rejected_cluster)
+    try:
+        DEFINITIONS.set(loaded)
+        DEFINITIONS_REJECTED.labels("file").set(rejected_files)
+        DEFINITIONS_REJECTED.labels("cluster").set(rejected_cluster)
+    except Exception as e:
+        _failed("definitions", e)
 
 
 def set_reload_status(status: dict[str, tuple[bool, float]]) -> None:
     """Publish :attr:`webhook.registry.State.reload_status` as the two gauges."""
-    for source, (ok, when) in status.items():
-        RELOAD_SUCCESS.labels(source).set(1 if ok else 0)
-        RELOAD_TIME.labels(source).set(when)
+    try:
+        for source, (ok, when) in status.items():
+            RELOAD_SUCCESS.labels(source).set(1 if ok else 0)
+            RELOAD_TIME.labels(source).set(when)
+    except Exception as e:
+        _failed("reload_status", e)
