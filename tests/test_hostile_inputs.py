@@ -260,8 +260,12 @@ def test_a_bad_catalog_file_is_reported_once_per_change(tmp_path: Path) -> None:
     os.utime(good, ns=(1, 1))
     first = state.reload_files()
     assert len(first) == 1 and "k.yaml" in first[0] and "cannot tokenize" in first[0]
+    assert state.reload_status["catalog"][0] is False  # the reload gauge says so
     assert state.reload_files() == []  # not re-parsed until it changes again
-    assert len(state.snapshot.registry) == 1  # the last good version stays
+    # One rulebook (issue 25 item 2): a definition that fails is not used (the others
+    # would be); the rejection is on the snapshot, for the metrics.
+    assert len(state.snapshot.registry) == 0
+    assert list(state.snapshot.file_errors) == [str(good)]
 
 
 def test_an_unparsable_cluster_karta_is_skipped() -> None:
@@ -305,9 +309,8 @@ def _deep_yaml() -> str:
         ["describe", "-f"],
         ["validate", "-f"],
         ["mutate", "-f", "{ok}", "--policy"],
-        ["serve", "--no-kube", "--catalog"],
     ],
-    ids=["mutate", "describe", "validate", "policy", "serve-catalog"],
+    ids=["mutate", "describe", "validate", "policy"],
 )
 def test_hostile_files_are_exit_2_naming_the_file(
     tmp_path: Path, capsys: Any, text: str, problem: str, command: list[str]
@@ -317,11 +320,32 @@ def test_hostile_files_are_exit_2_naming_the_file(
     ok = tmp_path / "ok.yaml"
     ok.write_text(yaml.safe_dump(sample(*JOBSET_SAMPLE)))
     args = [a.replace("{ok}", str(ok)) for a in command] + [str(bad)]
-    if command[0] == "serve":
-        args += ["--certs-dir", str(tmp_path / "certs"), "--port", "0"]
     assert main(args) == EXIT_INPUT
     err = capsys.readouterr().err
     assert str(bad) in err and problem in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (_bomb(), "nodes with its aliases expanded"),
+        (_deep_yaml(), f"nested deeper than {YAML_MAX_DEPTH} levels"),
+        ("[" * 20_000 + "]" * 20_000, f"nested deeper than {MAX_JSON_DEPTH} levels"),
+    ],
+    ids=["alias-bomb", "deep-yaml", "deep-json"],
+)
+def test_hostile_catalog_files_are_rejected_naming_the_file(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    """The server (``serve --catalog``) and the CLI's ``--catalog`` reject such a file and
+    load the others (issue 28 item 3): the server's state, as ``serve`` builds it."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    (tmp_path / "ok.yaml").write_text(JOBSET_KARTA.read_text())
+    state = State([tmp_path], bundled=False)
+    [(source, why)] = state.snapshot.file_errors.items()
+    assert source == str(bad) and any(problem in w for w in why)
+    assert len(state.snapshot.registry) == 1 and state.reload_status["catalog"][0] is False
 
 
 def test_a_deep_json_workload_is_mutated_by_the_cli(tmp_path: Path, capsys: Any) -> None:
