@@ -8,6 +8,7 @@ each ``--catalog`` directory in order, then the cluster.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
@@ -19,7 +20,7 @@ from typing import Any, Protocol
 
 from webhook.crds import SchemaIndex
 from webhook.definitions import Karta, Loaded, Vet, catalog_dir, load_each, load_files
-from webhook.documents import yaml_files
+from webhook.documents import document_files, yaml_files
 from webhook.errors import KartaError
 from webhook.gvk import GVK
 from webhook.policy import EMPTY, Policy, load_policy
@@ -91,6 +92,67 @@ def load_catalogs(
     return Loaded((*own.kartas, *more.kartas), (*own.rejected, *more.rejected))
 
 
+class FileLoads:
+    """What each catalog file loaded, kept by the file's path and the digest of its bytes, so
+    that a reload reads and checks again only the files whose bytes changed and keeps the very
+    objects of the others.
+
+    This is what keeps a reload from doubling a server's memory. The definitions the master
+    loaded before forking are shared with the workers, page by page, until a process writes
+    to a page; in CPython merely taking a reference to an object writes its reference count.
+    A worker that re-read every file would hold a private copy of all of them while the
+    master keeps its own; one that kept them but looked at each would still copy most of
+    their pages. So the question "is this file as it was?" is asked of a set of
+    ``path NUL digest`` strings (a set lookup of a string writes nothing), and when every
+    file is as it was (a ConfigMap update writes every file anew, behind a new ``..data``
+    link, mostly with the same bytes) the previous result is returned as it is and nothing
+    else is touched. When some files changed, those are read and checked; the others'
+    definitions are taken as they are (each one referenced: a page or so per definition).
+    """
+
+    def __init__(self) -> None:
+        self._by_file: dict[str, Loaded] = {}
+        self._seen: frozenset[str] = frozenset()
+        self._last: Loaded | None = None
+
+    def load(self, paths: Sequence[Path | str], vet: Vet | None) -> Loaded:
+        """The definitions in ``paths`` (files, or directories' top-level files) as
+        :func:`~webhook.definitions.load_each` reads them, reusing what an earlier call read
+        from a file with the same bytes (the very same :class:`Loaded` when no file changed,
+        appeared or went). A path that does not exist raises as it does."""
+        if not paths:
+            return Loaded()
+        marks: list[tuple[str, str | None]] = []
+        for f in document_files([Path(p) for p in paths]):
+            try:
+                digest = hashlib.blake2b(f.read_bytes(), digest_size=16).hexdigest()
+                marks.append((str(f), f"{f}\0{digest}"))
+            except OSError:  # unreadable: load_each says why, and it is read again next time
+                marks.append((str(f), None))
+        seen = self._seen
+        if (
+            self._last is not None
+            and len(marks) == len(seen)
+            and all(mark is not None and mark in seen for _, mark in marks)
+        ):
+            return self._last
+        by_file: dict[str, Loaded] = {}
+        kartas: list[Karta] = []
+        rejected: list[KartaError] = []
+        for path, mark in marks:
+            loaded = self._by_file.get(path) if mark is not None and mark in seen else None
+            if loaded is None:
+                loaded = load_each([Path(path)], vet=vet)
+            if mark is not None:
+                by_file[path] = loaded
+            kartas.extend(loaded.kartas)
+            rejected.extend(loaded.rejected)
+        self._by_file = by_file
+        self._seen = frozenset(mark for _, mark in marks if mark is not None)
+        self._last = Loaded(tuple(kartas), tuple(rejected))
+        return self._last
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """What one request sees: definitions and policy, swapped together, never half-updated;
@@ -144,6 +206,11 @@ class State:
         self._lock = threading.Lock()
         self._file_defs: list[Karta] = []
         self._file_errors: dict[str, tuple[str, ...]] = {}
+        self._bundled: Loaded | None = None
+        self._more: Loaded | None = None
+        #: what the current snapshot was built from (by identity): nothing new, no new one
+        self._published: tuple[object, ...] = ()
+        self._file_loads = FileLoads()
         self._cluster_defs: list[Karta] = []
         self._cluster_objects: tuple[Mapping[str, Any], ...] = ()
         self._cluster_errors: Mapping[str, tuple[str, ...]] = {}
@@ -162,6 +229,7 @@ class State:
         self.snapshot = Snapshot(
             Registry(self._file_defs), self._policy, file_errors=dict(self._file_errors)
         )
+        self._published = self._parts()
         #: per source (``catalog``, ``policy``, and ``certificates`` when served): whether its
         #: last load succeeded and when (wall-clock seconds), for the reload-health metrics and
         #: ``/readyz``'s stale sources
@@ -175,7 +243,17 @@ class State:
         return self.cluster_synced
 
     def _load_defs(self) -> list[Karta]:
-        loaded = load_catalogs(self.catalog_dirs, bundled=self.bundled, vet=self.vet)
+        # The bundled catalog ships with the code: read once. The --catalog files are read
+        # again only where their bytes changed (see FileLoads).
+        if self._bundled is None:
+            self._bundled = load_catalogs(bundled=self.bundled)
+        more = self._file_loads.load(self.catalog_dirs, self.vet)
+        if more is self._more:  # every file as it was: the very same definitions
+            return self._file_defs
+        self._more = more
+        loaded = Loaded(
+            (*self._bundled.kartas, *more.kartas), (*self._bundled.rejected, *more.rejected)
+        )
         errors: dict[str, tuple[str, ...]] = {}
         for e in loaded.rejected:
             source = getattr(e, "source", None) or str(e).split(":", 1)[0]
@@ -277,7 +355,23 @@ class State:
             self._crds = crds
             self._publish()
 
+    def _parts(self) -> tuple[object, ...]:
+        return (
+            self._file_defs,
+            self._cluster_defs,
+            self._policy,
+            self._cluster_objects,
+            self._cluster_errors,
+            self._crds,
+        )
+
     def _publish(self) -> None:
+        parts = self._parts()
+        if len(parts) == len(self._published) and all(
+            a is b for a, b in zip(parts, self._published, strict=True)
+        ):
+            return  # a reload that found every file as it was: nothing to swap or announce
+        self._published = parts
         snap = Snapshot(
             Registry([*self._file_defs, *self._cluster_defs]),
             self._policy,
