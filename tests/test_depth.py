@@ -117,6 +117,17 @@ def test_long_runs_beside_a_deep_part_keep_their_order_and_values() -> None:
     assert back[1][:50_000] == list(range(50_000)) and back[1][-1] == "é\u2028"
 
 
+def test_a_response_with_a_patch_value_deeper_than_orjson_writes_is_encoded() -> None:
+    import base64
+
+    from webhook import admission
+
+    deep = jsontext.loads(DEEP)
+    patch = [{"op": "add", "path": "/spec/x", "value": deep}]
+    out = jsontext.loads(admission.encode(admission.Response("u", patch=patch)))
+    assert base64.b64decode(out["response"]["patch"]) == jsontext.dumps(patch)
+
+
 @pytest.mark.parametrize("python", [sys.executable, *EXTRA])
 def test_the_request_path_handles_the_deepest_objects_under_a_low_recursion_limit(
     python: str,

@@ -23,10 +23,12 @@ API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 
 # orjson: the body is decoded once per request and is up to 3 MiB; the standard library's
-# decoder alone costs more than the rest of the hot path (see bench/). jsontext falls back to
-# it only for bodies nested deeper than orjson reads, as deep as the API server accepts.
+# decoder alone costs more than the rest of the hot path (see bench/). jsontext leaves orjson
+# only for bodies nested deeper than it reads, for its own iterative reader (any Python).
 _loads = jsontext.loads
-_dumps = orjson.dumps
+# Patches and responses: orjson writes 254 levels at most, a patch value (policy-given) may be
+# deeper below the patch's own levels; jsontext then writes it without recursion.
+_dumps = jsontext.dumps
 #: The object sits two levels down in the review (``request.object``): an object as deep as the
 #: API server accepts makes a review this deep.
 _REVIEW_DEPTH = MAX_JSON_DEPTH + 2
