@@ -62,3 +62,39 @@ def test_a_scrape_reports_the_failures_of_the_process_answering(
     monkeypatch.setenv(metrics.ENV, str(tmp_path))  # multiprocess rendering, an empty directory
     text = metrics.render()[0].decode()
     assert 'karta_webhook_metrics_failures_total{write="definitions"} 1.0' in text
+
+
+class _Broken:
+    """A stream whose every write fails, as stderr does when its reader went away."""
+
+    def write(self, _: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_log_stream_that_fails_is_counted_and_said_once(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from webhook import logs
+
+    logger = logging.getLogger("karta_webhook.test_broken_stream")
+    handler = logs.JsonLines(_Broken())  # type: ignore[arg-type]
+    handler.setFormatter(logs.JsonFormatter())
+    monkeypatch.setattr(logger, "handlers", [handler])
+    monkeypatch.setattr(logger, "propagate", False)
+    monkeypatch.setattr(logs, "_failures", 0)
+    for i in range(50):
+        logs.emit(logger, logging.ERROR, "admission", {"uid": str(i)})  # the request path's
+        logger.error("something else")  # any other record
+    assert logs.failed_writes() == 100
+    err = capfd.readouterr().err
+    assert err.count("writing logs failed") == 1, err
+    assert "BrokenPipeError" in err and "Traceback" not in err and "Logging error" not in err
+    monkeypatch.setitem(metrics.FAILURE_SOURCES, "logs", logs.failed_writes)
+    monkeypatch.setattr(metrics, "FAILURES", {})
+    collected = next(iter(metrics._FailuresCollector().collect()))
+    assert [(s.labels, s.value) for s in collected.samples if s.name.endswith("_total")] == [
+        ({"write": "logs"}, 100.0)
+    ]

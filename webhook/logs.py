@@ -1,15 +1,55 @@
-"""JSON log lines: one object per line, the record's structured fields as keys."""
+"""JSON log lines: one object per line, the record's structured fields as keys.
+
+Logs never cost an admission: a line that cannot be written (the stream closed, broken or
+gone) is counted in memory (:func:`failed_writes`; ``serve`` exports it as
+``karta_webhook_metrics_failures_total{write="logs"}``) and said once per process, never a
+traceback per record, and the request goes on.
+"""
 
 from __future__ import annotations
 
 import logging
 import math
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
+
+_failures = 0  # log lines this process could not write
+_failures_lock = threading.Lock()
+
+
+def failed_writes() -> int:
+    """Log lines this process could not write."""
+    return _failures
+
+
+def _failed(e: BaseException | None) -> None:
+    """Count a line that could not be written; say so once per process, on the original
+    stderr (which may be the stream that fails: then nothing is said)."""
+    global _failures
+    with _failures_lock:
+        _failures += 1
+        first = _failures == 1
+    if first:
+        try:
+            stream = sys.__stderr__
+            if stream is not None:
+                line = {
+                    "ts": timestamp(time.time()),
+                    "level": "error",
+                    "logger": "karta_webhook.logs",
+                    "msg": "writing logs failed; later failures are only counted",
+                    "error": f"{type(e).__name__}: {e}" if e is not None else "unknown",
+                }
+                stream.write(orjson.dumps(line).decode() + "\n")
+                stream.flush()
+        except Exception:
+            pass
+
 
 #: the last second :func:`timestamp` formatted, and its text
 _second: tuple[int, str] = (-1, "")
@@ -59,7 +99,11 @@ class JsonFormatter(logging.Formatter):
 
 
 class JsonLines(logging.StreamHandler):  # type: ignore[type-arg]
-    """The handler :func:`configure_logging` installs: JSON lines on a stream."""
+    """The handler :func:`configure_logging` installs: JSON lines on a stream. A record it
+    cannot write is counted (:func:`failed_writes`), not a traceback on stderr."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        _failed(sys.exc_info()[1])
 
 
 def emit(logger: logging.Logger, level: int, msg: str, fields: Mapping[str, Any]) -> None:
@@ -81,8 +125,8 @@ def emit(logger: logging.Logger, level: int, msg: str, fields: Mapping[str, Any]
         with handler.lock:  # type: ignore[union-attr]
             handler.stream.write(text.decode() + handler.terminator)
             handler.stream.flush()
-    except Exception:  # a closed or broken stream: what the handler does about it, as usual
-        logger.log(level, msg, extra={"fields": fields})
+    except Exception as e:  # a closed or broken stream: counted, as the handler does
+        _failed(e)
 
 
 def _only_handler(logger: logging.Logger, level: int) -> JsonLines | None:

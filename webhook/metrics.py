@@ -27,6 +27,7 @@ import logging
 import os
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import (
@@ -73,6 +74,8 @@ log = logging.getLogger("karta_webhook.metrics")
 #: ``mark_dead`` (a dead worker's live gauges), ``render`` (a scrape answered without them).
 FAILURES: dict[str, int] = {}
 _failures_lock = threading.Lock()
+#: Failures counted elsewhere, exported with these (``serve`` adds ``logs``: lines not written).
+FAILURE_SOURCES: dict[str, Callable[[], int]] = {}
 
 
 def _failed(what: str, e: BaseException) -> None:
@@ -107,8 +110,11 @@ class _FailuresCollector:
             labels=["write"],
         )
         with _failures_lock:
-            counts = sorted(FAILURES.items())
-        for what, n in counts:
+            counts = dict(FAILURES)
+        for what, source in FAILURE_SOURCES.items():
+            counts[what] = counts.get(what, 0) + source()
+        counts = dict(sorted(counts.items()))
+        for what, n in counts.items():
             family.add_metric([what], n)
         yield family
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from webhook import access, metrics
+from webhook import access, logs, metrics
 from webhook.certs import CertError
 from webhook.jqexpr import Engine
 from webhook.limits import DRAIN_LIMIT, EVAL_TIMEOUT, LIVE_SAMPLES, MAX_BODY
@@ -177,6 +177,7 @@ def run(
     # The master never serves: drop the gauge it just set, or its stale value would outlive
     # the workers' reloads ("livemax" counts every live process).
     metrics.mark_process_dead(os.getpid())
+    metrics.FAILURE_SOURCES["logs"] = logs.failed_writes  # lines a worker could not write
     bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     binds = [bind]
     if metrics_port is not None:
