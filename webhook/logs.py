@@ -99,11 +99,15 @@ class JsonFormatter(logging.Formatter):
 
 
 class JsonLines(logging.StreamHandler):  # type: ignore[type-arg]
-    """The handler :func:`configure_logging` installs: JSON lines on a stream. A record it
-    cannot write is counted (:func:`failed_writes`), not a traceback on stderr."""
+    """The handler :func:`configure_logging` installs: JSON lines on a stream. A record its
+    stream cannot take is counted (:func:`failed_writes`), not a traceback on stderr."""
 
     def handleError(self, record: logging.LogRecord) -> None:
-        _failed(sys.exc_info()[1])
+        e = sys.exc_info()[1]
+        if isinstance(e, OSError) or (isinstance(e, ValueError) and "closed file" in str(e)):
+            _failed(e)  # the stream: broken, full or gone (OSError), or closed
+        else:  # a record that cannot be formatted is a bug: the usual traceback shows it
+            super().handleError(record)
 
 
 def emit(logger: logging.Logger, level: int, msg: str, fields: Mapping[str, Any]) -> None:
