@@ -172,3 +172,20 @@ def test_cluster_karta_failing_validate_is_not_loaded(vet: Any) -> None:
     assert ok is not None and none == []
     # without samples (the old sample-free check) the misspelling went through
     assert load_cluster_karta(doc, ENGINE)[0] is not None
+
+
+def test_rejected_definitions_are_counted(folder: Path, vet: Any) -> None:
+    """``karta_webhook_definitions_rejected``: by origin, following the snapshot."""
+    from prometheus_client import REGISTRY
+
+    from webhook import server
+
+    def rejected(origin: str) -> float | None:
+        return REGISTRY.get_sample_value("karta_webhook_definitions_rejected", {"origin": origin})
+
+    state = State([folder], vet=vet)
+    server.create_app(state)
+    assert rejected("file") == 2 and rejected("cluster") == 0
+    state.set_cluster([], [], {"bad-karta": ("spec: invalid",)})
+    assert rejected("file") == 2 and rejected("cluster") == 1
+    assert state.reload_status["catalog"][0] is False  # the catalog's reload gauge says so too
