@@ -17,10 +17,20 @@ from typing import Any
 TESTS = Path(__file__).resolve().parent
 sys.path[:0] = [str(TESTS), str(TESTS.parent)]  # this checkout's webhook, whatever is installed
 
-from helpers import ENGINE, JOBSET_SAMPLE, REGISTRY, policy, review, sample  # noqa: E402
+from helpers import (  # noqa: E402
+    ENGINE,
+    JOBSET_KARTA,
+    JOBSET_SAMPLE,
+    REGISTRY,
+    load,
+    policy,
+    review,
+    sample,
+)
 
-from webhook import admission, handlers, jsontext  # noqa: E402
+from webhook import admission, handlers, jsontext, server  # noqa: E402
 from webhook.limits import MAX_JSON_DEPTH, SANDBOX_DEPTH  # noqa: E402
+from webhook.registry import State  # noqa: E402
 from webhook.sandbox import Sandbox  # noqa: E402
 
 LOW_LIMIT = 200
@@ -66,6 +76,10 @@ def main() -> None:
     too_deep_body = b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":'
     too_deep_body += b'{"uid":"u","operation":"CREATE","object":'
     too_deep_body += jsontext.dumps(too_deep, max_depth=MAX_JSON_DEPTH + 1) + b"}}"
+    karta = load(JOBSET_KARTA)
+    karta["spec"]["extra"] = nest(MAX_JSON_DEPTH - 2)
+    karta_body = jsontext.dumps(review(karta, resource="kartas"), max_depth=review_depth)
+    client = server.create_app(State([]), engine=ENGINE).test_client()
     sandbox = Sandbox(1)
     sandbox.start()
     ENGINE.warm()
@@ -98,6 +112,13 @@ def main() -> None:
     except admission.BadReview as e:
         assert f"nested deeper than {MAX_JSON_DEPTH} levels" in str(e), e
     print("an object of 10,001 levels: refused, saying so")
+
+    # Through the HTTP app too: a Karta that deep on /validate, the JobSet on /mutate.
+    for path, body in (("/validate", karta_body), ("/mutate", bodies["jobset CREATE"])):
+        r = client.post(path, data=body, content_type="application/json")
+        assert r.status_code == 200, r.get_data(as_text=True)[:2000]
+        assert jsontext.loads(r.get_data())["response"]["allowed"] is True
+    print("the app: /validate and /mutate answered")
 
     # The sandbox child: an input as deep as it reads, its values returned whole, an error
     # value as deep; deeper parts read as null.
