@@ -189,3 +189,16 @@ def test_rejected_definitions_are_counted(folder: Path, vet: Any) -> None:
     state.set_cluster([], [], {"bad-karta": ("spec: invalid",)})
     assert rejected("file") == 2 and rejected("cluster") == 1
     assert state.reload_status["catalog"][0] is False  # the catalog's reload gauge says so too
+
+
+def test_cli_validate_takes_a_catalog_folder(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every file of the folder is checked and reported; an unreadable one is named; exit 1."""
+    assert main(["validate", "-f", str(folder)]) == EXIT_FINDING
+    lines = capsys.readouterr().out.splitlines()
+    heads = [line for line in lines if line.startswith(("OK ", "INVALID "))]
+    assert heads[0].startswith(f"INVALID {folder}/c-broken.yaml: not valid YAML")
+    assert heads[1].startswith("OK trainer ")
+    assert heads[2] == "INVALID misspelt"
+    assert any(TEMPLATE_PATH in line and "finds nothing" in line for line in lines)

@@ -22,7 +22,7 @@ import yaml
 from webhook import __version__, describe, jsontext, serve_cmd, suite
 from webhook.admission import request_for
 from webhook.definitions import is_karta, not_a_karta, samples_dir
-from webhook.documents import read_documents
+from webhook.documents import document_files, read_documents
 from webhook.errors import InputError, KartaError
 from webhook.gvk import GVK
 from webhook.handlers import definition_vet, mutate_object, validate
@@ -239,7 +239,19 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if not d.exists():
             raise InputError(f"{d}: no such directory (--samples)")
     schemas = suite.read_crd_files(args.crd or [])
-    docs = read_documents(args.file)
+    code = EXIT_OK
+    if args.file != "-" and Path(args.file).is_dir():
+        # A catalog folder: every file is checked; one that cannot be read is named, the
+        # others are checked all the same (exit 1).
+        docs = []
+        for f in document_files([Path(args.file)]):
+            try:
+                docs.extend(read_documents(f))
+            except InputError as e:
+                print(f"INVALID {e}")
+                code = EXIT_FINDING
+    else:
+        docs = read_documents(args.file)
     if not docs:
         _err(f"{args.file}: no documents")
         return EXIT_FINDING
@@ -247,7 +259,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for w in index.warnings:
         _err(f"warning: {w}")
     engine = Engine()
-    code = EXIT_OK
     for source, doc in docs:
         if not is_karta(doc):
             print(f"INVALID {source}: not a Karta ({not_a_karta(doc)})")
@@ -427,7 +438,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="check Karta definitions: structure, jq, safety, and against sample objects",
     )
     v.add_argument(
-        "-f", "--file", required=True, metavar="FILE", help="Karta definition(s); - for stdin"
+        "-f",
+        "--file",
+        required=True,
+        metavar="FILE",
+        help="Karta definition(s): a file, a directory of them (a catalog folder), - for stdin",
     )
     v.add_argument(
         "--samples",
