@@ -435,9 +435,17 @@ def test_memory_limit_is_derived_from_workers_and_their_children(deployment: Obj
 
 def test_deployment_probes(deployment: Obj) -> None:
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+    for probe, path in (
+        ("readinessProbe", "/readyz"),
+        ("livenessProbe", "/healthz"),
+        ("startupProbe", "/healthz"),
+    ):
         get = container[probe]["httpGet"]
         assert get == {"path": path, "port": "https", "scheme": "HTTPS"}
+    # thousands of --catalog definitions take minutes to load before the server listens
+    # (bench/bench_memory.py: 2,000 in about 160 s on 2 busy cores): not a restart loop
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
 
 
 def test_deployment_volumes(deployment: Obj) -> None:
