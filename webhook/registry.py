@@ -247,7 +247,12 @@ class State:
         # again only where their bytes changed (see FileLoads).
         if self._bundled is None:
             self._bundled = load_catalogs(bundled=self.bundled)
-        more = self._file_loads.load(self.catalog_dirs, self.vet)
+        try:
+            more = self._file_loads.load(self.catalog_dirs, self.vet)
+        finally:
+            close = getattr(self.vet, "close", None)  # a vet's own engine lives for one load
+            if close is not None:
+                close()
         if more is self._more:  # every file as it was: the very same definitions
             return self._file_defs
         self._more = more
