@@ -8,9 +8,12 @@ author could otherwise switch the mutation off with a deep free-form field. So :
 codec of this module: an explicit stack walks the deep "spine" of the document, and every part
 shallow enough for ``orjson`` is handed to it whole. Nothing here recurses, so no recursion
 limit is involved: from Python 3.12 the standard library's C codec is bounded by the
-interpreter's fixed C recursion limit (about 1,500 levels in 3.12; cpython#107263), which
-``sys.setrecursionlimit`` no longer raises. Deeper than the limit is a :class:`DepthError`, as
-at the API server.
+interpreter's fixed C recursion limit (cpython#107263), which ``sys.setrecursionlimit`` no
+longer raises (measured: ``json.loads`` stops between 1,000 and 1,500 levels on 3.12.1 and
+below 10,000 on 3.13.0, whatever the limit). Deeper than the limit is a :class:`DepthError`,
+as at the API server. Cost, against the standard codec in a big-stack thread it replaces:
+10,000 nested levels in ~20-30 ms instead of 1-6 ms; 3-4 MB documents with a deep part in
+70-240 ms instead of 95-110 ms (one run each, on a loaded 2-core machine).
 """
 
 from __future__ import annotations
