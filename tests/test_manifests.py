@@ -433,6 +433,19 @@ def test_memory_limit_is_derived_from_workers_and_their_children(deployment: Obj
     assert need <= limit < need * 1.25, (need, limit)
 
 
+def test_memory_limit_grows_with_the_definitions() -> None:
+    """docs/install.md: per definition beyond the bundled catalog, what bench/bench_memory.py
+    measured (about 28 KiB shared, and about 47 KiB in each worker when a reload changes
+    them all), with a margin under half again as much."""
+    from webhook.limits import memory_limit_mib
+
+    base = memory_limit_mib(2, 4)
+    assert memory_limit_mib(2, 4, 0) == base
+    measured = 2000 * (28 + 2 * 47) / 1024
+    assert base + measured <= memory_limit_mib(2, 4, 2000) < base + 1.5 * measured
+    assert memory_limit_mib(3, 4, 2000) - memory_limit_mib(3, 4) > measured
+
+
 def test_deployment_probes(deployment: Obj) -> None:
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     for probe, path in (

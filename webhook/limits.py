@@ -74,11 +74,26 @@ WORKER_PEAK_MIB: Final = 128
 CHILD_PEAK_MIB: Final = 96
 
 
-def memory_limit_mib(workers: int, threads: int = THREADS) -> int:
+#: Memory of one definition loaded in the master before the workers fork, shared with them
+#: (bench/bench_memory.py: 24 to 28 KiB each at 500 to 2,000 copies of the JobSet's), with a
+#: margin.
+DEFINITION_SHARED_KIB: Final = 32
+#: What one definition can cost each worker besides: a reload that changes it (or every
+#: definition, the worst case) reads it again in each worker (about 45 KiB each); a cluster's
+#: Karta is read by each worker's watch likewise. With a margin.
+DEFINITION_WORKER_KIB: Final = 56
+
+
+def memory_limit_mib(workers: int, threads: int = THREADS, definitions: int = 0) -> int:
     """What a pod needs at most: every worker at its peak, and its sandbox children (one per
-    request thread, one for validations) all at theirs. The manifests' limit is this."""
+    request thread, one for validations) all at theirs; and ``definitions`` beyond the
+    bundled catalog (``--catalog`` files and cluster Kartas), loaded once and shared, and each
+    read again in every worker by a reload that changes them all. The manifests' limit is
+    this for the bundled catalog alone."""
     children = threads + VALIDATE_CONCURRENCY
-    return workers * (WORKER_PEAK_MIB + children * CHILD_PEAK_MIB)
+    per_definition_kib = DEFINITION_SHARED_KIB + workers * DEFINITION_WORKER_KIB
+    extra = -(-definitions * per_definition_kib // 1024)  # rounded up
+    return workers * (WORKER_PEAK_MIB + children * CHILD_PEAK_MIB) + extra
 
 
 # --------------------------------------------------------------------------- caches
