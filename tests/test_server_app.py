@@ -426,8 +426,9 @@ def test_a_failed_reload_shows_in_the_reload_gauges(state: State, policy_file: P
     good version still serving), and when: what an alert and the dashboard read."""
     clock = Clock()
     client = server.create_app(state, reloader=FileReloader(state, clock=clock)).test_client()
-    success, when = "karta_webhook_config_last_reload_successful", (
-        "karta_webhook_config_last_reload_timestamp_seconds"
+    success, when = (
+        "karta_webhook_config_last_reload_successful",
+        ("karta_webhook_config_last_reload_timestamp_seconds"),
     )
     assert metric(success, source="policy") == 1 and metric(success, source="catalog") == 1
     started = metric(when, source="policy")
