@@ -164,3 +164,20 @@ def test_regexes_outside_write_paths_need_constant_safe_patterns() -> None:
         ".byExpression.expression"
     )
     assert any(e.path == where and "nested repetition" in e.message for e in r.errors), r.errors
+
+
+def test_the_value_probe_and_the_regex_reading_take_any_depth() -> None:
+    deep: dict[str, Any] = {}
+    cur = deep
+    for _ in range(20_000):  # deeper than Python's recursion limit
+        cur["a"] = {}
+        cur = cur["a"]
+    cur["s"] = "x"
+    got = writeshape.substituted(deep, frozenset(), frozenset(), 1)
+    for _ in range(20_000):
+        got = got["a"]
+    assert got == {"s": ""}
+    nested = "(" * 5000 + "a" + ")" * 5000
+    assert "nested more than 32 deep" in regexsafe.pattern_problems(nested)[0]
+    found = regexsafe.problems(f'.a | test("{nested}")')
+    assert found and len(found[0]) < 200  # the pattern is shortened in the message

@@ -44,6 +44,8 @@ _REGEX_CALLS: Final[dict[str, tuple[int, int | None]]] = {
     "_match_impl": (0, 1),
 }
 _UNBOUNDED: Final = 1 << 30
+#: Groups nested deeper than this are refused (the reading recurses per level).
+_MAX_GROUP_DEPTH: Final = 32
 
 
 def problems(expr: str) -> list[str]:
@@ -91,7 +93,8 @@ def _calls(tokens: Sequence[Token], out: list[str]) -> None:
         if "x" in flags:
             out.append(f"{name!r}: the extended-syntax flag 'x' is not allowed")
             continue
-        out.extend(f"{name}({pattern!r}): {p}" for p in pattern_problems(pattern, "i" in flags))
+        shown = pattern if len(pattern) <= 60 else pattern[:57] + "..."
+        out.extend(f"{name}({shown!r}): {p}" for p in pattern_problems(pattern, "i" in flags))
 
 
 def _arguments(tokens: Sequence[Token], i: int) -> list[list[Token]] | None:
@@ -147,6 +150,7 @@ class _Parser:
         self.s = src
         self.i = 0
         self.found = found
+        self.depth = 0
 
     def bad(self, why: str) -> None:
         self.found.problems.append(why)
@@ -224,6 +228,10 @@ class _Parser:
             self.bad("unterminated character class")
 
     def group(self) -> _Item | None:
+        if self.depth >= _MAX_GROUP_DEPTH:
+            self.bad(f"groups nested more than {_MAX_GROUP_DEPTH} deep")
+            self.i = len(self.s)
+            return None
         atomic = False
         if self.s.startswith("?#", self.i):  # a comment
             end = self.s.find(")", self.i)
@@ -249,7 +257,9 @@ class _Parser:
                     self.i += 1
                     return None  # an option switch
                 self.i += 1
+        self.depth += 1
         branches = self.alternation()
+        self.depth -= 1
         if self.i >= len(self.s) or self.s[self.i] != ")":
             self.bad("unbalanced parenthesis")
         else:

@@ -307,23 +307,37 @@ def substituted(obj: Any, strings: frozenset[str], numbers: frozenset[float], va
     """A copy of ``obj`` whose string and number values (not keys, not booleans or nulls) are
     changed, except those equal to one of the constants: every ``==``/``!=`` with a constant
     keeps its result, everything else a value decides may change. ``variant`` 0 makes strings
-    long and numbers large, 1 makes them short and small."""
-    if isinstance(obj, Mapping):
-        return {k: substituted(v, strings, numbers, variant) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [substituted(v, strings, numbers, variant) for v in obj]
-    if isinstance(obj, str):
-        if obj in strings:
-            return obj
-        new = _LONG + obj if variant == 0 else ("" if obj else "k")
-        return new if new not in strings else new + "-"
-    if isinstance(obj, bool) or obj is None:
-        return obj
-    if isinstance(obj, int | float):
-        if float(obj) in numbers:
-            return obj
-        new_n = obj + 1_000_003 if variant == 0 else (-1 - abs(obj))
-        while float(new_n) in numbers:
-            new_n += 1
-        return new_n
-    return obj
+    long and numbers large, 1 makes them short and small. Iterative: any depth."""
+
+    def scalar(v: Any) -> Any:
+        if isinstance(v, str):
+            if v in strings:
+                return v
+            new = _LONG + v if variant == 0 else ("" if v else "k")
+            return new if new not in strings else new + "-"
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return v
+        if float(v) in numbers:
+            return v
+        changed = v + 1_000_003 if variant == 0 else (-1 - abs(v))
+        while float(changed) in numbers:
+            changed += 1
+        return changed
+
+    def fresh(v: Any) -> Any:
+        return {} if isinstance(v, Mapping) else [] if isinstance(v, list) else scalar(v)
+
+    top = fresh(obj)
+    stack: list[tuple[Any, Any]] = [(obj, top)]
+    while stack:
+        src, dst = stack.pop()
+        items = src.items() if isinstance(src, Mapping) else enumerate(src)
+        for k, v in items:
+            new = fresh(v)
+            if isinstance(dst, dict):
+                dst[k] = new
+            else:
+                dst.append(new)
+            if isinstance(v, Mapping | list):
+                stack.append((v, new))
+    return top
