@@ -181,3 +181,27 @@ def test_the_value_probe_and_the_regex_reading_take_any_depth() -> None:
     assert "nested more than 32 deep" in regexsafe.pattern_problems(nested)[0]
     found = regexsafe.problems(f'.a | test("{nested}")')
     assert found and len(found[0]) < 200  # the pattern is shortened in the message
+
+
+def test_the_issues_backtracking_write_path_is_refused_before_any_workload_meets_it() -> None:
+    # tests/test_hostile_inputs.py shows what it did at admission when loaded unchecked: a
+    # crafted name makes it fail (a mutation failure under failureMode), so it is refused here
+    root = {
+        "name": "batch",
+        "kind": {"group": "example.com", "version": "v1", "kind": "Batch"},
+        "specDefinition": {
+            "podTemplateSpecPath": '.spec.jobs[] | select(.name | test("^(a+)+$") | not)'
+            " | .template"
+        },
+    }
+    doc = {
+        "apiVersion": "run.ai/v1alpha1",
+        "kind": "Karta",
+        "metadata": {"name": "batch"},
+        "spec": {"structureDefinition": {"rootComponent": root}},
+    }
+    r = check(doc, [], ENGINE)
+    where = "spec.structureDefinition.rootComponent.specDefinition.podTemplateSpecPath"
+    mine = [e.message for e in r.errors if e.path == where]
+    assert any("'test' in a write path" in m for m in mine), r.errors
+    assert any("nested repetition" in m for m in mine), r.errors
