@@ -580,6 +580,7 @@ def test_rbac_least_privilege(base: list[Obj]) -> None:
 WORKLOAD_RULES = [
     ("", "v1", ["pods"]),
     ("agents.x-k8s.io", "v1alpha1", ["sandboxes"]),
+    ("agents.x-k8s.io", "v1beta1", ["sandboxes"]),
     ("apps", "v1", ["daemonsets", "deployments", "replicasets", "statefulsets"]),
     ("apps.nvidia.com", "v1alpha1", ["nimcaches", "nimservices"]),
     ("argoproj.io", "v1alpha1", ["workflows"]),

@@ -201,9 +201,9 @@ def test_status_writes_do_not_check_kartas_again(
     calls: list[str] = []
     real = kartasync.load_cluster_karta
 
-    def counting(obj: Any, engine: Any) -> Any:
+    def counting(obj: Any, engine: Any, vet: Any = None) -> Any:
         calls.append(obj["metadata"]["name"])
-        return real(obj, engine)
+        return real(obj, engine, vet)
 
     monkeypatch.setattr(kartasync, "load_cluster_karta", counting)
     cluster.sync()  # every resourceVersion moved (status), no generation did
