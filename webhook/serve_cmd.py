@@ -166,8 +166,9 @@ def _prepare_metrics_dir() -> None:
     This must run before anything imports ``prometheus_client`` (it picks single- or
     multiprocess mode once, at import; :mod:`webhook.server` imports it), so it lives here and
     not in the server. A given ``PROMETHEUS_MULTIPROC_DIR`` is emptied of an earlier run's
-    files; otherwise a temporary one is made and removed when this (master) process exits,
-    also when startup fails. Forked workers inherit the hook but skip it.
+    files; otherwise (or when it cannot be made or written: metrics never stop the server) a
+    temporary one is made and removed when this (master) process exits, also when startup
+    fails. Forked workers inherit the hook but skip it.
     """
     import atexit
     import os
@@ -176,11 +177,26 @@ def _prepare_metrics_dir() -> None:
 
     prom_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if prom_dir:
-        Path(prom_dir).mkdir(parents=True, exist_ok=True)
-        for stale in Path(prom_dir).glob("*.db"):
-            stale.unlink(missing_ok=True)
+        try:
+            Path(prom_dir).mkdir(parents=True, exist_ok=True)
+            for stale in Path(prom_dir).glob("*.db"):
+                stale.unlink(missing_ok=True)
+            tempfile.TemporaryFile(dir=prom_dir).close()  # writable: the workers' files go here
+            return
+        except OSError as e:  # metrics are never worth not serving: a directory of our own
+            _err(
+                f"serve: PROMETHEUS_MULTIPROC_DIR={prom_dir} is unusable ({e.strerror or e}); "
+                "metrics go to a temporary directory instead"
+            )
+    try:
+        made = tempfile.mkdtemp(prefix="karta-webhook-metrics-")
+    except OSError as e:
+        _err(
+            f"serve: no directory for metrics ({e}); each worker's /metrics shows its own "
+            "requests only"
+        )
+        os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
         return
-    made = tempfile.mkdtemp(prefix="karta-webhook-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
     master = os.getpid()
 

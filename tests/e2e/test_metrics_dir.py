@@ -56,8 +56,11 @@ def _read_only(path: Path) -> Iterator[None]:
     mount = shutil.which("mount")
     if mount is None:
         pytest.skip("no mount(8) to make a read-only directory as root")
-    subprocess.run([mount, "--bind", str(path), str(path)], check=True)
+    # bind and remount read-only in one command: no worker can open a file for writing through
+    # the new mount in between (that would keep it busy, writable)
+    subprocess.run([mount, "--bind", "-o", "ro", str(path), str(path)], check=True)
     try:
+        # (again, for a mount(8) that takes no options with --bind)
         ro = subprocess.run([mount, "-o", "remount,bind,ro", str(path)], capture_output=True)
         if ro.returncode != 0:
             pytest.skip(f"cannot make a read-only mount here: {ro.stderr.decode().strip()}")
@@ -66,7 +69,8 @@ def _read_only(path: Path) -> Iterator[None]:
             probe.write_text("x")
         yield
     finally:
-        subprocess.run(["umount", str(path)], check=True)
+        # lazily: a worker may still hold a file it opened through the mount
+        subprocess.run(["umount", "--lazy", str(path)], check=True)
 
 
 def _admit_many(server: Server, n: int, threads: int = 4) -> None:
@@ -141,5 +145,28 @@ def test_a_broken_metrics_directory_costs_no_admission_and_no_worker(
         ]
         assert said, log[-4000:]
         assert len(said) == len(set(said)), said  # once per process and kind of write
+    finally:
+        server.stop()
+
+
+def test_an_unusable_metrics_directory_at_start_is_one_line_and_serving(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    env = running.serve_env()
+    unusable = {**env, "PROMETHEUS_MULTIPROC_DIR": str(blocker / "metrics")}
+    monkeypatch.setattr(running, "serve_env", lambda: unusable)
+    try:
+        server = start(tmp_path, POLICY, ["--workers=2"])
+    except ServerFailed as e:
+        pytest.fail(str(e))
+    try:
+        _admit_many(server, 8)
+        status, body = server.request("GET", "/metrics")
+        assert status == 200 and b"karta_webhook_requests_total" in body
+        log = server.log.read_text()
+        assert f"PROMETHEUS_MULTIPROC_DIR={blocker / 'metrics'} is unusable" in log
+        assert "Traceback" not in log, log[-4000:]
     finally:
         server.stop()
