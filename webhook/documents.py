@@ -28,7 +28,7 @@ Document = tuple[str, Any]
 SUFFIXES = (".yaml", ".yml", ".json")
 
 
-class _JsonLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no types
+class _JsonLoader(yaml.SafeLoader):
     """YAML as the API server reads it: a document becomes JSON, so values JSON has no type
     for stay text — an unquoted ``2024-01-01`` is the string kubectl would send, not a
     ``date`` that would break every JSON encoder downstream (the jq sandbox, ``-o json``).
@@ -48,7 +48,7 @@ class _JsonLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no types
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(AliasEvent):
-            event = self.peek_event()
+            event: Any = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in the stubs
             anchored = self.anchors.get(event.anchor)
             if anchored is not None and id(anchored) not in self._sizes:
                 # The anchored node is still open: an ancestor of this alias. Its value would
@@ -62,12 +62,14 @@ class _JsonLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no types
             return super().compose_node(parent, index)  # the anchored node, counted again above
         self._depth += 1
         if self._depth > YAML_MAX_DEPTH:
-            mark = self.peek_event().start_mark
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
             raise ComposerError(None, None, f"nested deeper than {YAML_MAX_DEPTH} levels", mark)
         try:
             node = super().compose_node(parent, index)
         finally:
             self._depth -= 1
+        if node is None:  # the stubs allow it; a node is always composed here
+            return node
         children = node.value if isinstance(node.value, list) else []
         size = 1
         for child in children:
@@ -89,7 +91,8 @@ _JsonLoader.yaml_implicit_resolvers = {
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 for _tag in ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:binary"):
-    _JsonLoader.add_constructor(_tag, yaml.SafeLoader.construct_yaml_str)
+    # the stubs type the constructor for SafeConstructor, not its subclasses
+    _JsonLoader.add_constructor(_tag, yaml.SafeLoader.construct_yaml_str)  # type: ignore[type-var]
 
 
 def parse_documents(text: str, label: str) -> list[Document]:
