@@ -202,3 +202,26 @@ def test_cli_validate_takes_a_catalog_folder(
     assert heads[1].startswith("OK trainer ")
     assert heads[2] == "INVALID misspelt"
     assert any(TEMPLATE_PATH in line and "finds nothing" in line for line in lines)
+
+
+def test_cluster_karta_failing_the_samples_gets_validated_false(fake: Any) -> None:
+    """A Karta the API server stored (no validating webhook, or one that was off) that
+    /validate refuses: not used, and its Validated condition says why."""
+    from fakeapi import install_crds, trainer_crd
+    from test_status import Cluster, add
+
+    install_crds(fake, trainer_crd())
+    doc = misspelt_jobset()
+    add(fake, doc)
+    good = copy.deepcopy(BASE)
+    good["metadata"]["name"] = "good"
+    add(fake, good)
+    cluster = Cluster(fake)
+    cluster.sync()
+    cluster.writer.reconcile()
+    names = {k.name for k in cluster.state.snapshot.registry.definitions()}
+    assert names == {"good"}
+    validated = cluster.conditions("misspelt")["Validated"]
+    assert (validated["status"], validated["reason"]) == ("False", "ValidationFailed")
+    assert "podTemplateSpecPath: finds nothing" in validated["message"]
+    assert cluster.conditions("good")["Validated"]["status"] == "True"
