@@ -58,7 +58,10 @@ def _print_json(value: Any) -> None:
     try:
         text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
     except orjson.JSONEncodeError:
-        text = json.dumps(value, ensure_ascii=False, default=str)
+        try:  # deeper than orjson writes: the iterative encoder (no recursion limit involved)
+            text = jsontext.dumps(value).decode()
+        except (ValueError, TypeError):  # a key or value JSON has no type for: said as text
+            text = json.dumps(value, ensure_ascii=False, default=str)
     print(text)
 
 
