@@ -24,6 +24,9 @@ def broken(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(metrics.multiprocess, "mark_process_dead", fail)
     monkeypatch.setenv(metrics.ENV, "/gone")
     monkeypatch.setattr(metrics, "FAILURES", {})
+    # caplog listens at the root: an earlier test that configured our logging (in process)
+    # stopped the package's records there
+    monkeypatch.setattr(logging.getLogger("karta_webhook"), "propagate", True)
     metrics.flush()  # nothing queued by earlier tests
 
 

@@ -264,8 +264,8 @@ class State:
             source = getattr(e, "source", None) or str(e).split(":", 1)[0]
             why = tuple(str(x) for x in getattr(e, "errors", ())) or (str(e),)
             errors[source] = why
-            log.warning(
-                "definition rejected; the others are loaded",
+            log.warning(  # the text says it all too: at start no JSON handler may be set yet
+                f"definition rejected; the others are loaded: {source}: {'; '.join(why)}",
                 extra={
                     "fields": {"event": "karta.rejected", "source": source, "errors": list(why)}
                 },

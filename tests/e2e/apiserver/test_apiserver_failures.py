@@ -182,19 +182,19 @@ SLOW_KARTA = UNWRITABLE_KARTA.replace(
 )
 
 
-@pytest.mark.parametrize("mode", ["open", "closed"])
-def test_a_definition_slower_than_the_webhook_timeout_gets_what_the_policy_promises(
-    plane: kapi.ControlPlane, tmp_path: Path, ns: str, trainer_crd: str, mode: str
+def test_a_definition_whose_write_path_never_ends_never_reaches_admission(
+    plane: kapi.ControlPlane, tmp_path: Path, ns: str, trainer_crd: str
 ) -> None:
-    """A write path that never ends is cut at the evaluation deadline (2 s), well inside the
-    webhook's ``timeoutSeconds`` (5 s): the API server gets an answer, never a timeout, and
-    ``failureMode`` decides: open admits unmutated with a warning kubectl prints, closed
-    denies."""
+    """A write path that never ends (``def spin: spin``) is refused when the ``--catalog``
+    folder loads, by the checks ``/validate`` applies (one rulebook for every source): the
+    server names it and serves the rest, and a Trainer is admitted at once, untouched and
+    without a warning. (What a write path that fails at run time gets, ``failureMode``'s
+    promise, is held in tests/test_hostile_inputs.py; the deadline cuts it at 2 s.)"""
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     (catalog / "trainer.yaml").write_text(SLOW_KARTA)
     hook = start_webhook(
-        tmp_path / "serve", KAI.format(mode=mode), ["--no-kube", f"--catalog={catalog}"]
+        tmp_path / "serve", KAI.format(mode="closed"), ["--no-kube", f"--catalog={catalog}"]
     )
     good = {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}
     try:
@@ -208,21 +208,17 @@ def test_a_definition_slower_than_the_webhook_timeout_gets_what_the_policy_promi
             return '"kind":"Trainer"' in hook.log_text()
 
         wait_until("the webhook is called for Trainers", called, seconds=60)
+        log = hook.log_text()
+        assert "trainer.yaml" in log and "podTemplateSpecPath" in log, log[-2000:]
         out = plane.kubectl(
             "create", "-f", "-", input=yaml.safe_dump(_trainer("slow", ns, good)), check=False
         )
-        assert "context deadline exceeded" not in out.stderr, out.stderr
-        assert "evaluation" in out.stderr and "time" in out.stderr, out.stderr
+        assert out.returncode == 0 and "Warning:" not in out.stderr, out.stderr
         stored = plane.kubectl(
             "get", "trainers.training.example.com", "slow", "-n", ns, "-o", "json", check=False
         )  # fully qualified: another test installs a second kind named Trainer
-        if mode == "open":
-            assert out.returncode == 0 and "Warning:" in out.stderr, out.stderr
-            tmpl = json.loads(stored.stdout)["spec"]["groups"][0]["template"]
-            assert "schedulerName" not in tmpl["spec"]
-        else:
-            assert out.returncode != 0 and "denied the request" in out.stderr, out.stderr
-            assert stored.returncode != 0 and "NotFound" in stored.stderr, stored.stderr
+        tmpl = json.loads(stored.stdout)["spec"]["groups"][0]["template"]
+        assert "schedulerName" not in tmpl["spec"]
     finally:
         unregister(plane)
         hook.stop()

@@ -44,19 +44,19 @@ def hook(
     workload_crds: dict[str, str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Webhook]:
-    webhook = start_webhook(tmp_path_factory.mktemp("serve-fields"), POLICY, ["--no-kube"])
+    served = start_webhook(tmp_path_factory.mktemp("serve-fields"), POLICY, ["--no-kube"])
     probe = f"probe-{uuid.uuid4().hex[:8]}"
     plane.kubectl("create", "namespace", probe)
     try:
-        register(plane, configurations(webhook, policy=webhook.policy, failure_policy="Fail"))
+        register(plane, configurations(served, policy=served.policy, failure_policy="Fail"))
         wait_until(
             "the mutating webhook stamps a dry-run Deployment",
             lambda: _dry_run_priority(plane, probe) == "e2e-train",
         )
-        yield webhook
+        yield served
     finally:
         unregister(plane)
-        webhook.stop()
+        served.stop()
 
 
 def _dry_run_priority(plane: kapi.ControlPlane, namespace: str) -> str | None:
