@@ -1,10 +1,10 @@
-"""Memory the CRD watch keeps per CRD: the raw schemas versus what ``webhook.crdsync`` keeps.
+"""Memory the CRD watch keeps per CRD: the raw schemas versus what ``webhook.cluster.crdsync`` keeps.
 
 A synthetic CRD shaped like the Kubeflow training CRDs: two served versions with the same
 schema, four replica specs each holding a full PodTemplateSpec (the schema the ``kubernetes``
 client's models describe), every node with a two-sentence description. Sizes are the bytes
 of the JSON text and of the Python objects (every distinct dict, list, str and number,
-counted once), as read and as kept after :func:`webhook.crdsync.slim_schema` (descriptions
+counted once), as read and as kept after :func:`webhook.cluster.crdsync.slim_schema` (descriptions
 dropped, equal sub-schemas shared).
 
 Run: ``python bench/bench_crd_memory.py``.
@@ -21,8 +21,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from webhook.builtin_schemas import model_schema  # noqa: E402
-from webhook.crdsync import slim_schema  # noqa: E402
+from webhook.cluster.crdsync import slim_schema  # noqa: E402
+from webhook.schema.builtin import model_schema  # noqa: E402
 
 PROSE = (
     "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor "
@@ -79,7 +79,7 @@ def main() -> int:
     kept = [slim_schema(v, table) for v in read]
     print(f"JSON text of the schemas:     {len(text):>12,} bytes")
     print(f"as read (Python objects):     {python_bytes(read):>12,} bytes")
-    print(f"as kept by webhook.crdsync:   {python_bytes(kept):>12,} bytes")
+    print(f"as kept by webhook.cluster.crdsync:   {python_bytes(kept):>12,} bytes")
     return 0
 
 

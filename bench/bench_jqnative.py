@@ -1,4 +1,4 @@
-"""Microseconds per evaluation of every catalog expression: native (webhook.jqnative) vs libjq.
+"""Microseconds per evaluation of every catalog expression: native (webhook.jq.native.evaluate) vs libjq.
 
 For each definition of the bundled catalog and each of its jq expressions (status
 expressions wrapped in ``(EXPR) | tostring`` as the status code evaluates them), on each sample
@@ -25,11 +25,11 @@ import jq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from webhook import jqnative  # noqa: E402
-from webhook.definitions import catalog_dir, jq_fields, load_files  # noqa: E402
-from webhook.documents import read_documents  # noqa: E402
-from webhook.fields import WRITE_FRAGMENTS  # noqa: E402
-from webhook.jqpath import parse_plain  # noqa: E402
+from webhook.base.documents import read_documents  # noqa: E402
+from webhook.jq.native import evaluate as jqnative  # noqa: E402
+from webhook.jq.paths import parse_plain  # noqa: E402
+from webhook.karta.fields import WRITE_FRAGMENTS  # noqa: E402
+from webhook.karta.model import catalog_dir, jq_fields, load_files  # noqa: E402
 
 PATH_ROLES = {"podTemplateSpecPath", "podSpecPath", "metadataPath", *WRITE_FRAGMENTS}
 

@@ -18,7 +18,7 @@ tables:
 Run: ``python bench/bench_mutate.py [--seconds S] [--table cases,growth,kinds,cold]``. CPU time
 (``time.process_time``), best of several rounds, so other load on the machine disturbs it
 little. The loaded definitions are frozen out of the collector's way first, as the server's
-master does before it forks a worker (``webhook.serving.freeze_heap``).
+master does before it forks a worker (``webhook.server.run.freeze_heap``).
 """
 
 from __future__ import annotations
@@ -40,10 +40,11 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from webhook import admission, handlers  # noqa: E402
-from webhook.jqexpr import Engine  # noqa: E402
-from webhook.policy import parse_policy  # noqa: E402
-from webhook.registry import load_registry  # noqa: E402
+from webhook.admission import handlers  # noqa: E402
+from webhook.admission import review as admission  # noqa: E402
+from webhook.admission.registry import load_registry  # noqa: E402
+from webhook.jq.engine import Engine  # noqa: E402
+from webhook.mutation.policy import parse_policy  # noqa: E402
 
 SAMPLES = ROOT / "catalog" / "samples"
 POLICY = parse_policy(

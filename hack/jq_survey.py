@@ -3,7 +3,7 @@
 Run: ``python hack/jq_survey.py [DIR ...]`` — the bundled catalog, plus every YAML file under
 each DIR (e.g. a checkout of upstream definitions). For each set it prints the number of
 distinct expressions (plain paths among them), how many expressions use each form, and the
-expressions :func:`webhook.jqnative.compile` refuses.
+expressions :func:`webhook.jq.native.evaluate.compile` refuses.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from webhook import jqnative_ast as ast  # noqa: E402
-from webhook.definitions import catalog_dir, jq_fields, parse  # noqa: E402
-from webhook.documents import read_documents  # noqa: E402
-from webhook.jqnative_parse import parse as parse_jq  # noqa: E402
-from webhook.jqpath import parse_plain  # noqa: E402
-from webhook.jqsyntax import IDENT, tokenize  # noqa: E402
+from webhook.base.documents import read_documents  # noqa: E402
+from webhook.jq.native import ast  # noqa: E402
+from webhook.jq.native.parse import parse as parse_jq  # noqa: E402
+from webhook.jq.paths import parse_plain  # noqa: E402
+from webhook.jq.syntax import IDENT, tokenize  # noqa: E402
+from webhook.karta.model import catalog_dir, jq_fields, parse  # noqa: E402
 
 
 def expressions(files: list[Path]) -> set[str]:

@@ -1,5 +1,5 @@
 """Objects as deep as the API server accepts, through everything on the request path, under a
-recursion limit of 200 (run by tests/test_depth.py as a script, under each Python it tests).
+recursion limit of 200 (run by tests/base/test_depth.py as a script, under each Python it tests).
 
 From Python 3.12 C code recurses within a fixed limit that ``sys.setrecursionlimit`` does not
 raise (cpython#107263), so nothing on the request path may recurse per level of an object: not
@@ -28,10 +28,13 @@ from helpers import (  # noqa: E402
     sample,
 )
 
-from webhook import admission, handlers, jsontext, server  # noqa: E402
-from webhook.limits import MAX_JSON_DEPTH, SANDBOX_DEPTH  # noqa: E402
-from webhook.registry import State  # noqa: E402
-from webhook.sandbox import Sandbox  # noqa: E402
+from webhook.admission import handlers  # noqa: E402
+from webhook.admission import review as admission  # noqa: E402
+from webhook.admission.registry import State  # noqa: E402
+from webhook.base import jsontext  # noqa: E402
+from webhook.base.limits import MAX_JSON_DEPTH, SANDBOX_DEPTH  # noqa: E402
+from webhook.jq.sandbox import Sandbox  # noqa: E402
+from webhook.server import app as server  # noqa: E402
 
 LOW_LIMIT = 200
 

@@ -33,12 +33,12 @@ import yaml
 from helpers import ENGINE
 from kubernetes import client
 
-from webhook import handlers
-from webhook.admission import Request
-from webhook.gvk import GVK
-from webhook.kartasync import load_cluster_karta
-from webhook.policy import parse_policy
-from webhook.registry import State
+from webhook.admission import handlers
+from webhook.admission.registry import State
+from webhook.admission.review import Request
+from webhook.base.gvk import GVK
+from webhook.cluster.kartasync import load_cluster_karta
+from webhook.mutation.policy import parse_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 KARTAS = "/apis/run.ai/v1alpha1/kartas"

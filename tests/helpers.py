@@ -13,12 +13,12 @@ from typing import Any
 import jsonpatch
 import yaml
 
-from webhook.definitions import catalog_dir
-from webhook.documents import read_documents
-from webhook.handlers import mutate_object
-from webhook.jqexpr import Engine
-from webhook.policy import Policy, parse_policy
-from webhook.registry import load_registry
+from webhook.admission.handlers import mutate_object
+from webhook.admission.registry import load_registry
+from webhook.base.documents import read_documents
+from webhook.jq.engine import Engine
+from webhook.karta.model import catalog_dir
+from webhook.mutation.policy import Policy, parse_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 JOBSET = ROOT / "catalog/samples/jobset.x-k8s.io-jobset-v1alpha2/leader-workers.yaml"

@@ -1,4 +1,4 @@
-"""Differential checking of webhook.jqnative against the real libjq (the ``jq`` package),
+"""Differential checking of webhook.jq.native.evaluate against the real libjq (the ``jq`` package),
 shared by the jqnative tests."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 import jq
 
-from webhook import jqnative
-from webhook.jqnative import JqError, NeedsLibjq
+from webhook.jq.native import evaluate as jqnative
+from webhook.jq.native.evaluate import JqError, NeedsLibjq
 
 
 @cache

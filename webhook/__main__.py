@@ -1,5 +1,5 @@
 """`python -m webhook` is the same as the `karta-webhook` command."""
 
-from webhook.cli import main
+from webhook.cli.main import main
 
 raise SystemExit(main())

@@ -156,7 +156,7 @@ def start(
 ) -> Server:
     """Start ``serve`` with certificates for the Service in ``tmp/certs`` and wait for it
     (``wait`` seconds at most)."""
-    from webhook.certs import write_certs
+    from webhook.server.certs import write_certs
 
     paths = write_certs(tmp / "certs", SERVICE, NAMESPACE)
     policy = tmp / "policy.yaml"

@@ -45,8 +45,8 @@ from running import (
     start,
 )
 
-from webhook import metrics
-from webhook.certs import cert_fingerprint, write_certs
+from webhook.server import metrics
+from webhook.server.certs import cert_fingerprint, write_certs
 
 
 @pytest.fixture(scope="module")

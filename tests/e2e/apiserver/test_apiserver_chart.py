@@ -8,7 +8,7 @@ rest with a server-side dry run (no controller runs here, and live webhook confi
 point at a Service nobody serves would stand in the way of the other tests). Not checked here:
 the ServiceMonitor, PodMonitor (Prometheus Operator) and cert-manager Issuer and Certificate
 kinds, whose CRDs this API server does not have; their objects are left out of the dry runs
-(``tests/test_chart.py`` checks them against the kustomize components and overlay).
+(``tests/install/test_chart.py`` checks them against the kustomize components and overlay).
 
 ``helm install --dry-run=server`` (helm v4.3) renders with the cluster's version and lookups
 but sends no object to the API server for a dry run; a test below holds that, and why

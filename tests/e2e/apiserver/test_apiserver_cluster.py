@@ -32,7 +32,7 @@ from hooks import Webhook, configurations, karta, register, start_webhook, unreg
 
 BASE = kapi.ROOT / "manifests" / "base"
 SA = "system:serviceaccount:karta-system:karta-webhook"
-LEASE_SECONDS = 15  # webhook.leader.LeaseElector's default
+LEASE_SECONDS = 15  # webhook.cluster.lease.LeaseElector's default
 TRAINER_CRD = (
     kapi.ROOT / "tests" / "crds" / "outside-catalog" / "training.example.com_trainers.yaml"
 )
@@ -341,8 +341,8 @@ def _justified() -> dict[tuple[str, str], set[str]]:
 
 
 def _catalog_resources() -> set[str]:
-    from webhook.manifests import default_plural
-    from webhook.registry import load_registry
+    from webhook.admission.manifests import default_plural
+    from webhook.admission.registry import load_registry
 
     return {
         f"{default_plural(k)}.{k.group}" if k.group else default_plural(k)

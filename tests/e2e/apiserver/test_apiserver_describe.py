@@ -14,7 +14,7 @@ import kapi
 import pytest
 import yaml
 
-from webhook import cli
+from webhook.cli import main as cli
 
 SAMPLE = kapi.ROOT / "catalog/samples/jobset.x-k8s.io-jobset-v1alpha2/leader-workers.yaml"
 MERGE = "application/merge-patch+json"

@@ -189,7 +189,7 @@ def test_a_definition_whose_write_path_never_ends_never_reaches_admission(
     folder loads, by the checks ``/validate`` applies (one rulebook for every source): the
     server names it and serves the rest, and a Trainer is admitted at once, untouched and
     without a warning. (What a write path that fails at run time gets, ``failureMode``'s
-    promise, is held in tests/test_hostile_inputs.py; the deadline cuts it at 2 s.)"""
+    promise, is held in tests/admission/test_hostile_inputs.py; the deadline cuts it at 2 s.)"""
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     (catalog / "trainer.yaml").write_text(SLOW_KARTA)

@@ -1,4 +1,4 @@
-"""Our syntax rules (``webhook.names``) against the API server's own validation: for each
+"""Our syntax rules (``webhook.base.names``) against the API server's own validation: for each
 label key and label value, the policy check refuses it exactly when the API server refuses a
 Pod that carries it (a server-side dry run). A value we let through that the API server
 refuses would make the whole create fail, whatever the failure policy."""
@@ -10,7 +10,7 @@ from typing import Any
 import kapi
 import pytest
 
-from webhook.names import label_value_errors, qualified_name_errors, scheduler_name_errors
+from webhook.base.names import label_value_errors, qualified_name_errors, scheduler_name_errors
 
 KEYS = [
     "queue", "kai.scheduler/queue", "a/b/c", "/queue", "queue/", "Kai.Scheduler/queue",

@@ -1,0 +1,140 @@
+"""The jq engine (webhook.jq.engine): the sandbox's bounds, absent values, native walk = libjq."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import jq
+import pytest
+from helpers import ENGINE, SAMPLES
+
+from webhook.base.documents import read_documents
+from webhook.base.limits import MAX_RESULTS
+from webhook.jq.engine import Mode, Outcome, plain, prepare, walked
+from webhook.karta.model import catalog_dir, jq_fields, load_files
+
+
+def test_sandbox_has_no_environment_and_is_bounded() -> None:
+    # Even past the screen, the sandbox child has an empty environment.
+    out = ENGINE.values("$ENV | length", {})
+    assert out.items == [0]
+    slow = ENGINE.values("def f: f; f", {}, timeout=0.5)
+    assert slow.error and "timed out" in slow.error
+    assert ENGINE.values(".a + 1", {"a": 1}).items == [2]  # a fresh child after the kill
+    assert ENGINE.compile_errors([".a |"])[0]
+
+
+def test_iterating_absent_list_is_absent_not_error() -> None:
+    out = ENGINE.locations(".spec.workerGroupSpecs[].template", {"spec": {}})
+    assert out.absent and out.error is None and out.items == []
+    out = ENGINE.locations(".spec.x[] | select(.a) | .t", {"spec": {}})
+    assert out.absent and out.error is None
+    out = ENGINE.locations(".spec.x[] | {a: .}", {"spec": {"x": [1]}})
+    assert out.error and "Invalid path expression" in out.error
+
+
+def _plain_catalog_cases() -> list[Any]:
+    cases = []
+    for karta in load_files([catalog_dir()]):
+        stem = Path(karta.source).stem
+        objs = [
+            obj for f in sorted((SAMPLES / stem).glob("*.yaml")) for _, obj in read_documents(f)
+        ]
+        for field in jq_fields(karta):
+            if field.subject == "workload" and plain(field.expr) is not None:
+                cases.append(pytest.param(field.expr, objs, id=f"{stem}:{field.path}"))
+    return cases
+
+
+@pytest.mark.parametrize(("expr", "objs"), _plain_catalog_cases())
+def test_native_walk_equals_libjq_on_every_catalog_path(expr: str, objs: list[Any]) -> None:
+    program = jq.compile(f"[path({expr})]")
+    for obj in objs:
+        try:
+            want = program.input_value(obj).first()
+        except ValueError as e:
+            got = ENGINE.locations(expr, obj)
+            assert got.items == [] and (got.absent or got.error), (expr, str(e))
+            continue
+        got = ENGINE.locations(expr, obj)
+        assert [list(p) for p, _ in got.items] == want
+
+
+def _shared_cases() -> list[Any]:
+    many = {"spec": {"jobs": [{"name": str(i)} for i in range(MAX_RESULTS + 1)]}}
+    return [
+        {"spec": {"jobs": [{"name": "a", "template": {"spec": {}}}, {"name": "b"}]}},
+        {"spec": {"jobs": {"x": {"name": "a", "template": 1}, "y": None}}},
+        {"spec": {"jobs": []}},
+        {"spec": {}},  # iterating null: absent
+        {"spec": {"jobs": [{"name": "a"}, 3]}},  # a key of a number: an error
+        {"spec": {"jobs": [{"name": "a", "template": "t"}]}},  # .template.spec of a string
+        {"spec": {"jobs": 7}},
+        many,  # more results than allowed
+    ]
+
+
+def test_paths_iterating_the_same_places_are_walked_once_with_the_same_outcomes() -> None:
+    """A batch whose paths all iterate the same places (a definition's template and id paths)
+    is walked once; its outcomes are those of walking each path, failures included."""
+    batch = [
+        (".spec.jobs[].name", "values"),
+        (".spec.jobs[].template.spec", "paths"),
+        (".spec.jobs[]", "values"),
+    ]
+    prepared = prepare(batch)
+    assert prepared.shared == (
+        (("spec", "jobs"),),
+        ((("name",), False), (("template", "spec"), True), ((), False)),
+    )
+    alone = dataclasses.replace(prepared, shared=None)
+    for obj in _shared_cases():
+        assert ENGINE.evaluate(prepared, obj) == ENGINE.evaluate(alone, obj), obj
+    many = ENGINE.evaluate(prepared, _shared_cases()[-1])
+    assert all(o.error == f"more than {MAX_RESULTS} results" for o in many)
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        [(".spec.jobs[].template.spec", "paths")],  # one path
+        [(".spec.jobs[].name", "values")],
+        [(".spec.jobs", "paths")],  # keys only
+        [(".spec.jobs", "paths"), (".spec.name", "values"), (".spec", "values")],
+        [(".", "paths")],
+        [(".spec.jobs.x.template", "paths"), (".spec.jobs.y.template", "paths")],
+    ],
+)
+def test_one_path_or_paths_of_keys_alone_are_walked_with_the_same_outcomes(
+    batch: list[tuple[str, Mode]],
+) -> None:
+    """One path alone, or paths that do not iterate, are walked as one batch too (the fast
+    lane then takes the walk's lists as they are); the outcomes are those of each path."""
+    prepared = prepare(batch)
+    assert prepared.shared is not None
+    alone = dataclasses.replace(prepared, shared=None)
+    cases = [*_shared_cases(), {"spec": "text"}, {"spec": None}, {}, 5, None, "s", [1]]
+    for obj in cases:
+        assert ENGINE.evaluate(prepared, obj) == ENGINE.evaluate(alone, obj), obj
+        items = walked(prepared, obj)
+        if items is not None:
+            assert [Outcome(i) for i in items] == ENGINE.evaluate(alone, obj)
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        [(".spec.jobs[].name", "values"), (".spec.other[].name", "values")],
+        [(".spec.jobs[].name", "values"), (".spec.jobs[].x[].y", "paths")],
+        [(".spec.jobs[].name", "values"), (".spec.name", "values")],  # one iterates
+        [(".spec.jobs[].name", "values"), (".spec.jobs[0].name", "values")],  # an index
+        [(".spec.jobs[].name", "values"), (".spec.jobs[] | keys[]", "values")],  # not plain
+        [(".spec.jobs[].name", "values"), (".spec.jobs[].name", "compile")],
+    ],
+)
+def test_paths_that_do_not_iterate_the_same_places_are_walked_each(
+    batch: list[tuple[str, Mode]],
+) -> None:
+    assert prepare(batch).shared is None

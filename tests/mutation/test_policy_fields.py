@@ -1,0 +1,340 @@
+"""priorityClassName, nodeSelector and tolerations in the policy: checked when the policy
+loads, written wherever a definition locates a whole template or pod spec, not applicable
+where it does not (a failure that ``failureMode`` decides), left out where the definition says
+its kind refuses them; minimal, polite and idempotent patches."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import pytest
+import yaml
+from helpers import ENGINE, JOBSET_SAMPLE, REGISTRY, apply, policy, review, sample
+
+from webhook.admission.handlers import mutate, mutate_object, mutate_with
+from webhook.admission.review import decode, encode
+from webhook.karta import carry
+from webhook.karta import model as definitions
+from webhook.karta.carry import REFUSED_ANNOTATION
+from webhook.karta.model import catalog_dir
+from webhook.mutation.plan import NOT_APPLICABLE
+from webhook.mutation.policy import PolicyError, parse_policy
+
+GPU = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+SIX = {
+    "schedulerName": "kai-scheduler",
+    "labels": {"kai.scheduler/queue": "research"},
+    "annotations": {"example.com/owner": "$(workload.name)"},
+    "priorityClassName": "train",
+    "nodeSelector": {"nvidia.com/gpu.present": "true"},
+    "tolerations": [GPU, {"key": "team", "value": "$(workload.namespace)", "effect": "NoExecute",
+                          "tolerationSeconds": 60}],
+}  # fmt: skip
+
+
+def _templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    return [rj["template"]["spec"]["template"] for rj in obj["spec"]["replicatedJobs"]]
+
+
+# --------------------------------------------------------------------------- checked at load
+
+
+@pytest.mark.parametrize(
+    ("rule", "field", "message"),
+    [
+        ({"priorityClassName": "Train_1"}, "priorityClassName", "DNS subdomain"),
+        ({"nodeSelector": {"bad key!": "x"}}, "nodeSelector['bad key!']", "invalid key"),
+        ({"nodeSelector": {"zone": "a b"}}, "nodeSelector['zone']", "invalid value"),
+        ({"nodeSelector": {"zone": 3}}, "nodeSelector['zone']", "must be a string"),
+        ({"tolerations": {"key": "a"}}, "tolerations", "must be a list"),
+        ({"tolerations": ["a"]}, "tolerations[0]", "must be a map"),
+        ({"tolerations": [{"key": "a", "operator": "In"}]}, "tolerations[0].operator", "'In'"),
+        (
+            {"tolerations": [{"key": "a", "operator": "Exists", "value": "x"}]},
+            "tolerations[0].value",
+            "must be empty when the operator is Exists",
+        ),
+        ({"tolerations": [{"value": "x"}]}, "tolerations[0].key", "required unless"),
+        ({"tolerations": [{"key": "a b"}]}, "tolerations[0].key", "invalid key"),
+        ({"tolerations": [{"key": "a", "value": "b c"}]}, "tolerations[0].value", "invalid"),
+        ({"tolerations": [{"key": "a", "effect": "Never"}]}, "tolerations[0].effect", "'Never'"),
+        (
+            {"tolerations": [{"key": "a", "effect": "NoSchedule", "tolerationSeconds": 5}]},
+            "tolerations[0].tolerationSeconds",
+            "only with effect NoExecute",
+        ),
+        (
+            {"tolerations": [{"key": "a", "effect": "NoExecute", "tolerationSeconds": "5"}]},
+            "tolerations[0].tolerationSeconds",
+            "must be an integer",
+        ),
+        ({"tolerations": [{"key": "a", "seconds": 5}]}, "tolerations[0].seconds", "unknown"),
+        ({"tolerations": [{"key": "a", "value": "$(nope)"}]}, "tolerations[0].value", "$(nope)"),
+        ({"tolerations": [GPU, dict(GPU)]}, "tolerations[1]", "the same key, operator"),
+    ],
+)
+def test_a_policy_field_the_api_server_would_refuse_is_an_error_at_load(
+    rule: dict[str, Any], field: str, message: str
+) -> None:
+    with pytest.raises(PolicyError) as e:
+        parse_policy({"rules": [{"name": "r", **rule}]})
+    # the field's error (and, when it was the rule's only field, that the rule sets nothing)
+    [err] = [x for x in e.value.errors if x.path != "rules[0] (r)"]
+    assert err.path == f"rules[0] (r).{field}" and message in err.message, str(err)
+
+
+def test_the_six_fields_are_the_rule_fields_a_policy_can_set() -> None:
+    with pytest.raises(PolicyError) as e:
+        parse_policy({"rules": [{"name": "r"}]})
+    said = str(e.value)
+    for key in SIX:
+        assert key in said
+
+
+# --------------------------------------------------------------------------- written
+
+
+def test_every_field_lands_in_every_template_and_a_second_plan_is_empty() -> None:
+    obj = sample(*JOBSET_SAMPLE)
+    out, ops = apply(obj, policy(**SIX))
+    for t in _templates(out):
+        spec = t["spec"]
+        assert spec["schedulerName"] == "kai-scheduler"
+        assert spec["priorityClassName"] == "train"
+        assert spec["nodeSelector"]["nvidia.com/gpu.present"] == "true"
+        assert GPU in spec["tolerations"]
+        team = {"key": "team", "value": obj["metadata"]["namespace"], "effect": "NoExecute",
+                "tolerationSeconds": 60}  # fmt: skip
+        assert team in spec["tolerations"]
+        assert t["metadata"]["labels"]["kai.scheduler/queue"] == "research"
+    assert all(op["op"] == "add" for op in ops)
+    _, again = apply(out, policy(**SIX))
+    assert again == []  # reinvocation: nothing to do
+
+
+def test_node_selector_merges_by_key_and_keeps_a_key_unless_overwrite() -> None:
+    obj = sample(*JOBSET_SAMPLE)
+    _templates(obj)[0]["spec"]["nodeSelector"] = {"zone": "a", "disk": "ssd"}
+    rule = {"nodeSelector": {"zone": "b", "gpu": "h100"}}
+    out, _ = apply(obj, policy(**rule))
+    t0, t1 = _templates(out)
+    assert t0["spec"]["nodeSelector"] == {"zone": "a", "disk": "ssd", "gpu": "h100"}
+    assert t1["spec"]["nodeSelector"] == {"zone": "b", "gpu": "h100"}
+    out, _ = apply(obj, policy(overwrite=True, **rule))
+    assert _templates(out)[0]["spec"]["nodeSelector"] == {"zone": "b", "disk": "ssd", "gpu": "h100"}
+
+
+def test_priority_class_is_set_when_absent_and_replaced_only_with_overwrite() -> None:
+    obj = sample(*JOBSET_SAMPLE)
+    _templates(obj)[0]["spec"]["priorityClassName"] = "mine"
+    out, _ = apply(obj, policy(priorityClassName="train"))
+    assert [t["spec"]["priorityClassName"] for t in _templates(out)] == ["mine", "train"]
+    out, _ = apply(obj, policy(priorityClassName="train", overwrite=True))
+    assert [t["spec"]["priorityClassName"] for t in _templates(out)] == ["train", "train"]
+
+
+def test_a_toleration_is_appended_unless_one_with_its_key_operator_and_effect_is_there() -> None:
+    obj = sample(*JOBSET_SAMPLE)
+    t0 = _templates(obj)[0]
+    mine = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    other = {"key": "spot", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}
+    t0["spec"]["tolerations"] = [other, mine]
+    slow = {"key": "spot", "operator": "Equal", "value": "no", "effect": "NoSchedule"}
+    tolerations = [GPU, slow, {"key": "spot", "operator": "Exists"}]
+    out, ops = apply(obj, policy(tolerations=tolerations))
+    first, second = (t["spec"]["tolerations"] for t in _templates(out))
+    # the same key+operator+effect is kept as it is (the value differs: kept without overwrite)
+    assert first == [other, mine, {"key": "spot", "operator": "Exists"}]
+    assert second == tolerations  # created with the list, in one op
+    paths = [op["path"] for op in ops]
+    assert paths.count("/spec/replicatedJobs/0/template/spec/template/spec/tolerations/-") == 1
+    out, ops = apply(obj, policy(tolerations=tolerations, overwrite=True))
+    assert _templates(out)[0]["spec"]["tolerations"][0] == slow  # replaced in place
+    assert {"op": "replace", "path": "/spec/replicatedJobs/0/template/spec/template/spec/tolerations/0", "value": slow} in ops  # fmt: skip
+    _, again = apply(out, policy(tolerations=tolerations, overwrite=True))
+    assert again == []
+
+
+def test_rules_that_add_tolerations_to_one_template_make_one_list() -> None:
+    obj = sample(*JOBSET_SAMPLE)
+    pol = parse_policy(
+        {
+            "rules": [
+                {"name": "a", "tolerations": [GPU]},
+                {"name": "b", "tolerations": [GPU, {"key": "b", "operator": "Exists"}]},
+            ]
+        }
+    )
+    out, ops = apply(obj, pol)
+    for t in _templates(out):
+        assert t["spec"]["tolerations"] == [GPU, {"key": "b", "operator": "Exists"}]
+    assert len([op for op in ops if op["path"].endswith("/tolerations")]) == 2  # one per template
+
+
+def test_a_pod_spec_definition_takes_the_pod_spec_fields_at_the_pod_spec() -> None:
+    doc = yaml.safe_load((catalog_dir() / "jobset.x-k8s.io-jobset-v1alpha2.yaml").read_text())
+    child = doc["spec"]["structureDefinition"]["childComponents"][0]
+    child["specDefinition"] = {"podSpecPath": ".spec.replicatedJobs[].template.spec.template.spec"}
+    karta = definitions.parse(doc)
+    assert carry.carried(karta) == (
+        "schedulerName", "priorityClassName", "nodeSelector", "tolerations"
+    )  # fmt: skip
+    obj = sample(*JOBSET_SAMPLE)
+    m = mutate_with(karta, policy(**SIX), obj, ENGINE)
+    out = jsonpatch.apply_patch(obj, m.ops)
+    for t in _templates(out):
+        assert t["spec"]["tolerations"][0] == GPU and t["spec"]["priorityClassName"] == "train"
+        assert "kai.scheduler/queue" not in (t.get("metadata") or {}).get("labels", {})
+    # labels and annotations have no place without a metadataPath: not applicable, once each
+    assert [r for r, _ in m.failures] == [NOT_APPLICABLE, NOT_APPLICABLE]
+    assert sum("no place for labels" in w for w in m.warnings) == 1
+
+
+# --------------------------------------------------------------------------- not applicable
+
+
+def _argo() -> dict[str, Any]:
+    return sample("argoproj.io-workflow-v1alpha1", "gpu-dag.yaml")
+
+
+def test_a_fragmented_definition_writes_priority_class_through_its_fragmented_path() -> None:
+    out, _ = apply(_argo(), policy(priorityClassName="train"))
+    assert out["spec"]["podPriorityClassName"] == "train"
+
+
+def test_a_field_a_definition_cannot_locate_is_not_applicable_never_guessed() -> None:
+    obj = _argo()
+    m = mutate_object(REGISTRY, policy(nodeSelector={"a": "b"}, tolerations=[GPU]), obj, ENGINE)
+    assert m is not None and m.ops == []  # not .spec.nodeSelector: upstream has no such path
+    assert sorted(w.split(": ", 1)[1] for w in m.warnings) == [
+        "the definition gives no place for nodeSelector; not applicable, skipped",
+        "the definition gives no place for tolerations; not applicable, skipped",
+    ]
+    assert {r for r, _ in m.failures} == {NOT_APPLICABLE}
+
+
+def _mutate(obj: dict[str, Any], text: str) -> dict[str, Any]:
+    req = decode(json.dumps(review(obj, resource="workflows")).encode())
+    resp = mutate(req, REGISTRY, parse_policy(yaml.safe_load(text)), ENGINE).response
+    out: dict[str, Any] = json.loads(encode(resp))["response"]
+    return out
+
+
+def test_not_applicable_is_denied_under_failure_mode_closed_and_warned_under_open() -> None:
+    rules = "rules:\n- {name: n, schedulerName: kai-scheduler, nodeSelector: {a: b}}\n"
+    closed = _mutate(_argo(), "failureMode: closed\n" + rules)
+    assert closed["allowed"] is False and "no place for nodeSelector" in closed["status"]["message"]
+    opened = _mutate(_argo(), rules)
+    assert opened["allowed"] is True
+    assert any("no place for nodeSelector" in w for w in opened["warnings"])
+    assert opened["auditAnnotations"]["mutation-failure"] == NOT_APPLICABLE
+
+
+# --------------------------------------------------------------------------- refused by the kind
+
+
+def _knative() -> dict[str, Any]:
+    stem = "serving.knative.dev-service-v1"
+    name = sorted(p.name for p in (catalog_dir() / "samples" / stem).iterdir())[0]
+    return sample(stem, name)
+
+
+def test_the_knative_definition_says_its_kind_refuses_three_fields_and_they_are_left_out() -> None:
+    obj = _knative()
+    karta = REGISTRY.lookup(definitions.GVK.of(obj))
+    assert karta is not None
+    assert carry.declined(karta) == {"nodeSelector", "tolerations", "priorityClassName"}
+    out, _ = apply(obj, policy(**SIX))
+    spec = out["spec"]["template"]["spec"]
+    assert spec["schedulerName"] == "kai-scheduler"
+    assert not {"nodeSelector", "tolerations", "priorityClassName"} & set(spec)
+    m = mutate_object(REGISTRY, policy(**SIX), obj, ENGINE)
+    assert m is not None and m.failures == [] and m.warnings == []  # not a failure: stated
+
+
+def test_without_the_annotation_a_knative_service_takes_all_six() -> None:
+    obj = _knative()
+    karta = REGISTRY.lookup(definitions.GVK.of(obj))
+    assert karta is not None
+    doc = copy.deepcopy(dict(karta.raw))
+    del doc["metadata"]["annotations"][REFUSED_ANNOTATION]
+    m = mutate_with(definitions.parse(doc), policy(**SIX), obj, ENGINE)
+    spec = jsonpatch.apply_patch(obj, m.ops)["spec"]["template"]["spec"]
+    assert spec["priorityClassName"] == "train" and GPU in spec["tolerations"]
+
+
+def test_validate_names_the_fields_a_definition_carries_and_an_unknown_refused_field() -> None:
+    obj = _knative()
+    karta = REGISTRY.lookup(definitions.GVK.of(obj))
+    assert karta is not None
+    assert carry.summary(karta) == (
+        "policy fields carried: labels, annotations, schedulerName; refused by the kind, per "
+        f"{REFUSED_ANNOTATION}: priorityClassName, nodeSelector, tolerations"
+    )
+    doc = copy.deepcopy(dict(karta.raw))
+    doc["metadata"]["annotations"][REFUSED_ANNOTATION] = "nodeSelector, affinity"
+    [err] = carry.declined_errors(definitions.parse(doc))
+    assert err.path == f"metadata.annotations[{REFUSED_ANNOTATION}]"
+    assert "unknown policy field 'affinity'" in err.message
+
+
+def test_every_catalog_kind_with_whole_templates_or_pod_specs_carries_all_six() -> None:
+    from webhook.karta.fields import INJECTABLE_KEYS, POD_SPEC, TEMPLATE
+
+    for karta in REGISTRY.definitions():
+        patterns = {c.pattern for c in karta.components if c.pattern}
+        if patterns and patterns <= {TEMPLATE, POD_SPEC}:
+            assert carry.carried(karta) == INJECTABLE_KEYS, karta.name
+
+
+def policy_fields_table() -> str:
+    """README's table of kinds and fields, from the catalog as loaded (``✓`` carried, ``—`` no
+    place, ``refused¹`` refused by the kind)."""
+    from webhook.karta.fields import INJECTABLE_KEYS
+
+    def order(k: definitions.Karta) -> tuple[str, str, str]:
+        g = k.gvk
+        return (g.group, g.kind, g.version) if g else ("", "", "")
+
+    lines = [
+        "| kind | " + " | ".join(f"`{x}`" for x in INJECTABLE_KEYS) + " |",
+        "|---|" + ":-:|" * len(INJECTABLE_KEYS),
+    ]
+    for k in sorted(REGISTRY.definitions(), key=order):
+        can, refused = set(carry.carried(k)), carry.declined(k)
+        cells = [
+            ("refused¹" if key in refused else "✓") if key in can else "—"
+            for key in INJECTABLE_KEYS
+        ]
+        g = k.gvk
+        assert g is not None
+        lines.append(f"| {g.group or 'core'}/{g.version} {g.kind} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def test_readme_table_of_policy_fields_is_the_catalogs() -> None:
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    start = text.index("<!-- policy-fields-table")
+    start = text.index("\n", start) + 1
+    end = text.index("<!-- /policy-fields-table -->")
+    assert text[start:end].strip() == policy_fields_table(), (
+        "README's table is stale; print tests.test_policy_fields.policy_fields_table()"
+    )
+
+
+def test_a_value_in_the_way_is_unwritable_never_overwritten() -> None:
+    from webhook.mutation.plan import UNWRITABLE
+
+    obj = sample(*JOBSET_SAMPLE)
+    spec = _templates(obj)[0]["spec"]
+    spec["tolerations"] = "all"
+    spec["nodeSelector"] = ["a"]
+    m = mutate_object(REGISTRY, policy(tolerations=[GPU], nodeSelector={"a": "b"}), obj, ENGINE)
+    assert m is not None
+    assert [r for r, _ in m.failures] == [UNWRITABLE, UNWRITABLE]
+    assert not any(op["path"].startswith("/spec/replicatedJobs/0/") for op in m.ops)
+    assert any(op["path"].startswith("/spec/replicatedJobs/1/") for op in m.ops)

@@ -1,0 +1,103 @@
+"""The cluster side of the server, wired: the Karta and CRD syncs, the webhook keeper, the
+status writer and the live-object reader.
+
+:func:`start` runs in each gunicorn worker (threads do not survive a fork): a
+:class:`~webhook.cluster.kartasync.ClusterSync` and a :class:`~webhook.cluster.crdsync.CRDSync` feeding the
+worker's state, a :class:`~webhook.cluster.keeper.WebhookConfigKeeper` and a
+:class:`~webhook.cluster.kartastatus.StatusWriter` sharing one :class:`~webhook.cluster.lease.LeaseElector`
+(the keeper renews it; both write only while this process leads), and a
+:class:`~webhook.cluster.livesamples.LiveSampler` that ``/validate`` finds on the state.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from webhook.admission.registry import State
+from webhook.base.limits import LIVE_SAMPLES
+from webhook.cluster.api import Daemon, api_client_from_config, pod_namespace
+from webhook.cluster.crdsync import CRDSync
+from webhook.cluster.kartastatus import StatusWriter
+from webhook.cluster.kartasync import ClusterSync
+from webhook.cluster.keeper import WebhookConfigKeeper
+from webhook.cluster.lease import LeaseElector
+from webhook.cluster.livesamples import LiveSampler, no_retry_client
+from webhook.jq.engine import Engine
+
+
+class Cluster:
+    """What :func:`start` started: stop it all with :meth:`stop`."""
+
+    def __init__(
+        self,
+        sync: ClusterSync,
+        keeper: WebhookConfigKeeper | None,
+        crds: CRDSync | None = None,
+        status: StatusWriter | None = None,
+    ) -> None:
+        self.sync = sync
+        self.keeper = keeper
+        self.crds = crds
+        self.status = status
+
+    def objects(self) -> list[dict[str, Any]]:
+        return self.sync.objects()
+
+    def stop(self) -> None:
+        jobs: list[Daemon | None] = [self.sync, self.crds, self.status, self.keeper]
+        for job in jobs:
+            if job is not None:
+                job.stop()
+
+
+def start(
+    state: State,
+    engine: Engine,
+    kubeconfig: str | None = None,
+    *,
+    api: client.ApiClient | None = None,
+    ca_file: str | Path | None = None,
+    namespace: str | None = None,
+    keep_webhooks: bool = True,
+    write_status: bool = True,
+    live_samples: int = LIVE_SAMPLES,
+    resync_seconds: float = 600.0,
+) -> Cluster | None:
+    """Start the cluster side in daemon threads (see the module docstring); None when there is
+    no cluster configuration, in which case the server runs on the catalog alone and ``state``
+    is marked synced.
+
+    Call it per gunicorn worker, after fork (threads do not survive a fork). ``state`` should be
+    created with ``watch_cluster=True``; ``engine`` checks the Kartas it reads; ``ca_file`` is
+    the CA to publish as ``caBundle`` (e.g. the mounted ``ca.crt``), None to leave caBundle to
+    someone else (cert-manager). ``keep_webhooks`` and ``write_status`` turn the two leader jobs
+    on or off; ``live_samples`` is how many live objects of a Karta's root kind ``/validate``
+    reads (0: none).
+    """
+    api = api or api_client_from_config(kubeconfig)
+    if api is None:
+        if not state.ready:
+            state.set_cluster([])
+        return None
+    if live_samples > 0:
+        state.live_samples = LiveSampler(no_retry_client(api), live_samples)
+    sync = ClusterSync(state, api, engine, resync_seconds=resync_seconds)
+    crds = CRDSync(state, api)
+    elector = (
+        LeaseElector(api, namespace or pod_namespace()) if keep_webhooks or write_status else None
+    )
+    keeper = None
+    if keep_webhooks:
+        keeper = WebhookConfigKeeper(state, api, elector=elector, ca_file=ca_file)
+        state.listeners.append(keeper.on_snapshot)
+    status = None
+    if write_status:
+        status = StatusWriter(state, api, elector=elector, renews=keeper is None)
+        state.listeners.append(status.on_snapshot)
+    for job in (keeper, status, crds, sync):
+        if job is not None:
+            job.start()
+    return Cluster(sync, keeper, crds, status)

@@ -1,0 +1,90 @@
+"""Which policy fields a definition can carry, and which its kind refuses.
+
+A definition locates a policy field (:data:`webhook.karta.fields.INJECTABLES`) by its pattern: a
+whole pod template carries every one; a pod spec carries the pod-spec fields, and labels and
+annotations only with a ``metadataPath``; a fragmented definition carries the fields it has a
+fragmented path for (upstream's format has none for ``nodeSelector`` and ``tolerations``).
+A field a definition cannot locate is never written at a guessed place: a rule that sets it
+is not applicable there (a failure, which ``failureMode`` decides).
+
+Some kinds' own admission refuses pod fields the pod spec has (Knative Serving accepts
+``nodeSelector``, ``tolerations`` and ``priorityClassName`` only behind its feature flags).
+A definition says so with the annotation :data:`REFUSED_ANNOTATION`, a comma-separated list
+of policy fields: a cluster-wide rule then leaves those fields out for that kind, without a
+failure, and ``validate`` says so. A cluster that enabled the flags applies the definition
+without the annotation (a cluster's Karta wins over the bundled one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.base.errors import FieldError
+from webhook.karta.fields import FRAGMENTED, INJECTABLE_KEYS, INJECTABLES, POD_SPEC, TEMPLATE, Role
+from webhook.karta.model import Karta
+
+#: The annotation of a Karta that lists the policy fields its kind refuses.
+REFUSED_ANNOTATION = "karta-webhook.run.ai/refused-pod-fields"
+_WHERE = f"metadata.annotations[{REFUSED_ANNOTATION}]"
+
+
+def _refused(raw: Mapping[str, Any]) -> tuple[frozenset[str], list[FieldError]]:
+    meta = raw.get("metadata")
+    notes = meta.get("annotations") if isinstance(meta, Mapping) else None
+    text = notes.get(REFUSED_ANNOTATION) if isinstance(notes, Mapping) else None
+    if text is None:
+        return frozenset(), []
+    if not isinstance(text, str):
+        return frozenset(), [FieldError(_WHERE, "must be a string")]
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    errors = [
+        FieldError(_WHERE, f"unknown policy field {n!r}; known: {', '.join(INJECTABLE_KEYS)}")
+        for n in names
+        if n not in INJECTABLE_KEYS
+    ]
+    return frozenset(n for n in names if n in INJECTABLE_KEYS), errors
+
+
+def declined(karta: Karta) -> frozenset[str]:
+    """The policy fields ``karta`` says its kind refuses (derived once per definition)."""
+    return karta.root.derive("declined", lambda: _refused(karta.raw)[0])
+
+
+def declined_errors(karta: Karta) -> list[FieldError]:
+    """What is wrong with the annotation (an unknown field name), for ``validate``."""
+    return _refused(karta.raw)[1]
+
+
+def carried(karta: Karta) -> tuple[str, ...]:
+    """The policy fields some component of ``karta`` has a place for, in table order."""
+    found: set[str] = set()
+    for c in karta.components:
+        pattern = c.pattern
+        for inj in INJECTABLES:
+            if pattern == TEMPLATE:
+                found.add(inj.key)
+            elif pattern == POD_SPEC:
+                if inj.in_pod_spec is not None or c.exprs.get(Role.METADATA):
+                    found.add(inj.key)
+            elif pattern == FRAGMENTED and inj.fragment and c.exprs.get(inj.fragment):
+                found.add(inj.key)
+    return tuple(k for k in INJECTABLE_KEYS if k in found)
+
+
+def summary(karta: Karta) -> str | None:
+    """One line for ``validate``: the fields the definition carries, those it has no place
+    for and those its kind refuses; None for a definition that writes nothing."""
+    can = carried(karta)
+    if not can:
+        return None
+    refused = declined(karta)
+    takes = [k for k in can if k not in refused]
+    line = f"policy fields carried: {', '.join(takes) or 'none'}"
+    missing = [k for k in INJECTABLE_KEYS if k not in can]
+    if missing:
+        line += f"; no place for {', '.join(missing)} (rules that set them are not applicable)"
+    left = [k for k in INJECTABLE_KEYS if k in refused]
+    if left:
+        line += f"; refused by the kind, per {REFUSED_ANNOTATION}: {', '.join(left)}"
+    return line

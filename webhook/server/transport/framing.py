@@ -1,0 +1,410 @@
+"""Where an HTTP/1.1 request ends in the bytes read from a connection (RFC 9112 sections 2-7).
+
+The worker's poller reads each connection without blocking and hands a request to a request
+thread only once it is complete; :class:`Framer` tells, from the bytes buffered so far, whether
+they hold a whole request (head and body), the start of one whose body is over the cap, or
+something that is not HTTP/1.1 framing at all. It keeps only what framing needs (the request
+line, ``Content-Length``, ``Transfer-Encoding``, ``Expect``) but checks the syntax of every
+line of the head, the chunk lines and the trailer as strictly as gunicorn's parser does (and
+RFC 9112 asks), and refuses with 400 whatever gunicorn would refuse there: the poller answers
+it and closes, so a request thread never sees bytes the two could frame differently, and what
+was pipelined after them is never read as a request. gunicorn's parser validates the complete
+request again in the thread. Pure: no I/O, incremental (every byte is looked at a bounded
+number of times however the request is split into reads).
+
+Refused (400 unless said): a request line that is not ``method SP target SP HTTP/1.d`` with a
+token method (3-20 characters, no lowercase, as gunicorn) and a target of printable ASCII in
+origin, absolute, asterisk (OPTIONS) or authority (CONNECT) form; a line ended by a bare LF;
+a header or trailer line without a colon, whose name is not a token (whitespace before the
+colon, obs-fold continuation lines) or whose value holds a control character (NUL, CR, LF,
+...; HTAB is allowed); Content-Length more than once, as a list or not all digits; Host or
+Content-Type more than once; Transfer-Encoding together with Content-Length, on HTTP/1.0, or
+not ending with exactly one ``chunked`` (other codings before it: 501); a chunk size that is
+not hex digits (whitespace after it only before an extension), a malformed chunk extension;
+in a trailer, the fields RFC 9110 section 6.5.1 forbids there (Content-Length,
+Transfer-Encoding, Host, Trailer, TE, Authorization).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+#: Longest chunk-size line (size, extensions, CRLF) accepted in a chunked body.
+MAX_CHUNK_LINE = 4096
+#: gunicorn's limits on the head (its ``limit_request_line``, ``limit_request_fields`` and
+#: ``limit_request_field_size``; the server sets both from :class:`webhook.server.transport.conns.Limits`):
+#: the longest request line (414 past it), the most header (or trailer) fields and the
+#: longest field line with its CRLF (431 past them).
+MAX_LINE, MAX_FIELDS, MAX_FIELD = 8190, 100, 16380
+#: Chunked framing may take more bytes than the data it carries; past this many raw body bytes
+#: per allowed data byte, a chunked body is oversized whatever it decodes to.
+RAW_OVERHEAD = 2
+
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+_DIGITS = frozenset(b"0123456789")
+#: RFC 9110 section 5.6.2: a token (field names, methods, transfer codings).
+_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+#: RFC 9110 section 5.5: a field value holds no control character but HTAB.
+_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+#: RFC 9112 section 3.2: a request target is printable ASCII (the rest is percent-encoded).
+_BAD_TARGET = re.compile(rb"[^\x21-\x7e]")
+_VERSION = re.compile(rb"HTTP/1\.[0-9]")
+#: An LF that is not the end of a CRLF (RFC 9112 section 2.2: every line ends with CRLF).
+_BARE_LF = re.compile(rb"(?<!\r)\n")
+#: RFC 9112 section 7.1.1, from the first ";" of a chunk size line (as gunicorn checks it).
+_EXT_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_QUOTED = rb'"(?:[\t !#-\[\]-~\x80-\xff]|\\[\t -~\x80-\xff])*"'
+_CHUNK_EXT = re.compile(
+    rb"(?:[ \t]*;[ \t]*"
+    + _EXT_TOKEN
+    + rb"(?:[ \t]*=[ \t]*(?:"
+    + _EXT_TOKEN
+    + rb"|"
+    + _QUOTED
+    + rb"))?)*"
+)
+#: Fields a request may hold once only (RFC 9110 section 5.3; gunicorn refuses a repeat).
+_SINGLETONS = frozenset({b"host", b"content-type", b"content-length"})
+#: Fields forbidden in a trailer (RFC 9110 section 6.5.1; gunicorn refuses them there).
+_NOT_IN_TRAILER = frozenset(
+    {b"content-length", b"transfer-encoding", b"host", b"trailer", b"te", b"authorization"}
+)
+#: Codings a server may know but this one does not decode (RFC 9112 section 6.1: 501).
+_CODINGS = frozenset({b"gzip", b"x-gzip", b"deflate", b"compress", b"x-compress"})
+#: More Content-Length digits than this is more than any cap (and than int() takes).
+_MAX_DIGITS = 18
+
+
+class Verdict(enum.Enum):
+    """What the buffered bytes are, so far."""
+
+    MORE = "more"  #: an incomplete request: read more
+    COMPLETE = "complete"  #: a whole request ends at :attr:`Framer.end`
+    DRAINED = "drained"  #: the body over the cap has been read to its end (answer 413)
+    BAD = "bad"  #: not a request we can frame: answer :attr:`Framer.error` and close
+
+
+@dataclass(frozen=True)
+class Head:
+    """What framing needs of a request's head."""
+
+    method: bytes
+    target: bytes
+    version: bytes
+    length: int | None  #: Content-Length, when given
+    chunked: bool
+    expect_continue: bool  #: ``Expect: 100-continue`` on HTTP/1.1
+
+
+class _State(enum.Enum):
+    HEAD = 1
+    BODY = 2  # Content-Length body kept
+    SKIP = 3  # Content-Length body over the cap, read and dropped
+    CHUNK_SIZE = 4
+    CHUNK_DATA = 5
+    CHUNK_CRLF = 6
+    TRAILER = 7
+    DONE = 8
+
+
+class Framer:
+    """Frames one request in a growing buffer.
+
+    Call :meth:`scan` with the connection's buffer after each read; positions are relative to
+    that buffer. Once :attr:`oversized` is set the body will not be kept: call :meth:`discard`
+    after each scan to drop the bytes already framed (the buffer shrinks, the framer follows).
+    :attr:`drain_exceeded` says the oversized body is longer than the caller wants to read
+    before answering.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_head: int,
+        max_body: int,
+        drain_limit: int,
+        max_line: int = MAX_LINE,
+        max_fields: int = MAX_FIELDS,
+        max_field: int = MAX_FIELD,
+    ) -> None:
+        self.max_head = max_head
+        self.max_line = max_line
+        self.max_fields = max_fields
+        self.max_field = max_field
+        self.max_body = max_body
+        self.drain_limit = drain_limit
+        self.head: Head | None = None
+        #: Offset just after the request (valid when :meth:`scan` says COMPLETE or DRAINED).
+        self.end = 0
+        #: Status and text to answer when :meth:`scan` says BAD.
+        self.error: tuple[int, str] = (400, "bad request")
+        self.oversized = False
+        self.drain_exceeded = False
+        self._state = _State.HEAD
+        self._pos = 0  # next byte to frame
+        self._searched = 0  # the head's terminator is not before this offset
+        self._remaining = 0  # bytes left of a Content-Length body or of a chunk's data
+        self._decoded = 0  # chunk data bytes so far
+        self._raw = 0  # body bytes framed so far (discarded ones included)
+        self._trailer = 0  # trailer bytes so far
+        self._trailer_fields = 0
+
+    @property
+    def started(self) -> bool:
+        """Whether any byte of a request is framed or waiting (for the caller's deadline)."""
+        return self._state is not _State.HEAD or self._searched > 0
+
+    def scan(self, buf: bytes | bytearray) -> Verdict:
+        if self._state is _State.HEAD:
+            verdict = self._scan_head(buf)
+            if verdict is not None:
+                return verdict
+        if self._state is _State.BODY:
+            return Verdict.COMPLETE if len(buf) >= self.end else Verdict.MORE
+        if self._state is _State.SKIP:
+            take = min(self._remaining, len(buf) - self._pos)
+            self._pos += take
+            self._remaining -= take
+            self._raw += take
+            if self._remaining:
+                return Verdict.MORE
+            self._state = _State.DONE
+            self.end = self._pos
+            return Verdict.DRAINED
+        if self._state is _State.DONE:
+            return Verdict.DRAINED if self.oversized else Verdict.COMPLETE
+        return self._scan_chunks(buf)
+
+    def discard(self, buf: bytearray) -> None:
+        """Drop the framed bytes of an oversized request from ``buf``."""
+        if self.oversized and self._pos:
+            del buf[: self._pos]
+            self.end = max(0, self.end - self._pos)
+            self._pos = 0
+
+    # ----------------------------------------------------------------------------- internals
+
+    def _bad(self, status: int, text: str) -> Verdict:
+        self.error = (status, text)
+        return Verdict.BAD
+
+    def _scan_head(self, buf: bytes | bytearray) -> Verdict | None:
+        i = buf.find(b"\r\n\r\n", max(0, self._searched - 3))
+        if _BARE_LF.search(buf, max(0, self._searched - 1), len(buf) if i < 0 else i):
+            return self._bad(400, "a line of the request head ends with a bare LF")
+        if i < 0:
+            if self._searched <= self.max_line + 2 < len(buf) and buf.find(b"\r\n", 0) < 0:
+                return self._bad(414, f"request line longer than {self.max_line} bytes")
+            self._searched = len(buf)
+            if len(buf) > self.max_head:
+                return self._bad(431, "request header fields too large")
+            return Verdict.MORE
+        end = i + 4
+        if end > self.max_head:
+            return self._bad(431, "request header fields too large")
+        lines = bytes(buf[:i]).split(b"\r\n")
+        if len(lines[0]) > self.max_line:
+            return self._bad(414, f"request line longer than {self.max_line} bytes")
+        if len(lines) - 1 > self.max_fields:
+            return self._bad(431, f"more than {self.max_fields} header fields")
+        if any(len(line) + 2 > self.max_field for line in lines[1:]):
+            return self._bad(431, f"a header field longer than {self.max_field} bytes")
+        problem = _request_line_problem(lines[0])
+        if problem:
+            return self._bad(400, problem)
+        method, target, version = lines[0].split(b" ")
+        length: int | None = None
+        codings: list[bytes] = []
+        expect = False
+        seen: set[bytes] = set()
+        for line in lines[1:]:
+            field = _field(line)
+            if isinstance(field, str):
+                return self._bad(400, field)
+            name, value = field
+            if name in _SINGLETONS:
+                if name in seen:
+                    return self._bad(400, f"more than one {_title(name)} header")
+                seen.add(name)
+            if name == b"content-length":
+                if not value or not set(value) <= _DIGITS:
+                    return self._bad(400, "invalid Content-Length: not a decimal number")
+                length = int(value) if len(value) <= _MAX_DIGITS else 10**_MAX_DIGITS
+            elif name == b"transfer-encoding":
+                codings += [c.strip(b" \t").lower() for c in value.split(b",")]
+            elif name == b"expect" and value.lower() == b"100-continue":
+                expect = version == b"HTTP/1.1"
+        if codings:
+            if length is not None:
+                return self._bad(400, "both Content-Length and Transfer-Encoding")
+            if version == b"HTTP/1.0":
+                return self._bad(400, "Transfer-Encoding on an HTTP/1.0 request")
+            if codings[-1] != b"chunked" or codings.count(b"chunked") > 1:
+                return self._bad(400, "Transfer-Encoding must end with chunked, once")
+            if len(codings) > 1:
+                if all(c in _CODINGS for c in codings[:-1]):
+                    return self._bad(501, "transfer coding not supported")
+                return self._bad(400, "unknown or empty transfer coding")
+        self.head = Head(method, target, version, length, bool(codings), expect)
+        self._pos = end
+        if codings:
+            self._state = _State.CHUNK_SIZE
+        elif length is not None and length > self.max_body:
+            self.oversized = True
+            self.drain_exceeded = length > self.drain_limit
+            self._state = _State.SKIP
+            self._remaining = length
+        elif length:
+            self._state = _State.BODY
+            self.end = end + length
+        else:
+            self._state = _State.DONE
+            self.end = end
+            return Verdict.COMPLETE
+        return None
+
+    def _scan_chunks(self, buf: bytes | bytearray) -> Verdict:
+        n = len(buf)
+        while True:
+            state = self._state
+            if state is _State.CHUNK_SIZE:
+                j = buf.find(b"\r\n", self._pos, self._pos + MAX_CHUNK_LINE)
+                if j < 0:
+                    if n - self._pos >= MAX_CHUNK_LINE:
+                        return self._bad(400, "chunk size line too long")
+                    if buf.find(b"\n", self._pos) >= 0:
+                        return self._bad(400, "a chunk size line ends with a bare LF")
+                    return Verdict.MORE
+                problem = _chunk_line_problem(bytes(buf[self._pos : j]))
+                if problem:
+                    return self._bad(400, problem)
+                size = bytes(buf[self._pos : j]).split(b";", 1)[0].rstrip(b" \t")
+                self._advance(j + 2)
+                self._remaining = int(size, 16)
+                self._state = _State.CHUNK_DATA if self._remaining else _State.TRAILER
+            elif state is _State.CHUNK_DATA:
+                take = min(self._remaining, n - self._pos)
+                self._advance(self._pos + take)
+                self._remaining -= take
+                self._decoded += take
+                if self._decoded > self.max_body or self._raw > RAW_OVERHEAD * self.max_body:
+                    self.oversized = True
+                if self._remaining:
+                    return Verdict.MORE
+                self._state = _State.CHUNK_CRLF
+            elif state is _State.CHUNK_CRLF:
+                if n - self._pos < 2:
+                    return Verdict.MORE
+                if buf[self._pos : self._pos + 2] != b"\r\n":
+                    return self._bad(400, "chunk data not followed by CRLF")
+                self._advance(self._pos + 2)
+                self._state = _State.CHUNK_SIZE
+            elif state is _State.TRAILER:
+                j = buf.find(b"\r\n", self._pos)
+                if j < 0:
+                    if self._trailer + n - self._pos > self.max_head:
+                        return self._bad(431, "request trailer fields too large")
+                    if buf.find(b"\n", self._pos) >= 0:
+                        return self._bad(400, "a trailer line ends with a bare LF")
+                    return Verdict.MORE
+                empty = j == self._pos
+                self._trailer += j + 2 - self._pos
+                if self._trailer > self.max_head:
+                    return self._bad(431, "request trailer fields too large")
+                if not empty:
+                    self._trailer_fields += 1
+                    if self._trailer_fields > self.max_fields:
+                        return self._bad(431, f"more than {self.max_fields} trailer fields")
+                    if j + 2 - self._pos > self.max_field:
+                        return self._bad(431, f"a trailer field longer than {self.max_field} bytes")
+                    problem = _trailer_problem(bytes(buf[self._pos : j]))
+                    if problem:
+                        return self._bad(400, problem)
+                self._advance(j + 2)
+                if empty:
+                    self._state = _State.DONE
+                    self.end = self._pos
+                    return Verdict.DRAINED if self.oversized else Verdict.COMPLETE
+            else:  # pragma: no cover - DONE, HEAD, BODY and SKIP are handled by scan
+                raise AssertionError(state)
+
+    def _advance(self, pos: int) -> None:
+        self._raw += pos - self._pos
+        self._pos = pos
+        if self.oversized and self._raw > self.drain_limit:
+            self.drain_exceeded = True
+
+
+# --------------------------------------------------------------------------- line syntax
+
+
+def _request_line_problem(line: bytes) -> str | None:
+    """What is wrong with a request line (RFC 9112 section 3, as gunicorn checks it)."""
+    parts = line.split(b" ")
+    if len(parts) != 3:
+        return "invalid request line: not method, target and version apart by single spaces"
+    method, target, version = parts
+    if not (3 <= len(method) <= 20 and set(method) <= _TOKEN) or any(
+        c in b"abcdefghijklmnopqrstuvwxyz#" for c in method
+    ):
+        return "invalid request line: the method is not an uppercase token of 3-20 characters"
+    if not target or _BAD_TARGET.search(target):
+        return "invalid request line: the target is empty or holds a byte outside printable ASCII"
+    if target == b"*" and method != b"OPTIONS":
+        return "invalid request line: the target * is for OPTIONS only"
+    if (
+        method != b"CONNECT"
+        and target != b"*"
+        and not target.startswith(b"/")
+        and b"://" not in target
+    ):
+        return "invalid request line: the target is not a path or an absolute URI"
+    if not _VERSION.fullmatch(version):
+        return "invalid request line: the version is not HTTP/1.0 or HTTP/1.1"
+    return None
+
+
+def _field(line: bytes) -> tuple[bytes, bytes] | str:
+    """A header or trailer line's lowercase name and its value without surrounding
+    whitespace, or what is wrong with it."""
+    if line[:1] in (b" ", b"\t"):
+        return "obsolete line folding (a header line starting with whitespace)"
+    name, colon, value = line.partition(b":")
+    if not colon:
+        return "a header line without a colon"
+    if not name or not set(name) <= _TOKEN:
+        return "invalid header name: not a token (whitespace before the colon?)"
+    if _BAD_VALUE.search(value):
+        return f"a control character (CR, LF, NUL, ...) in the value of header {_title(name)}"
+    return name.lower(), value.strip(b" \t")
+
+
+def _trailer_problem(line: bytes) -> str | None:
+    field = _field(line)
+    if isinstance(field, str):
+        return f"in the trailer: {field}"
+    if field[0] in _NOT_IN_TRAILER:
+        return f"{_title(field[0])} is not allowed in a trailer"
+    return None
+
+
+def _chunk_line_problem(line: bytes) -> str | None:
+    """What is wrong with a chunk size line (without its CRLF): hex digits, then an optional
+    extension; whitespace after the size only before the extension (RFC 9112 section 7.1.1)."""
+    size, semi, ext = line.partition(b";")
+    if semi:
+        size = size.rstrip(b" \t")
+    if not size or not set(size) <= _HEX:
+        return "invalid chunk size: not hexadecimal digits"
+    if len(size) > 15:
+        return "invalid chunk size: more than 15 hexadecimal digits"
+    if semi and not _CHUNK_EXT.fullmatch(semi + ext):
+        return "invalid chunk extension"
+    return None
+
+
+def _title(name: bytes) -> str:
+    """A header name (a token, so ASCII) as it is usually written, for messages."""
+    return "-".join(part.capitalize() for part in name.decode("ascii").split("-"))

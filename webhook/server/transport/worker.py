@@ -1,0 +1,432 @@
+"""gunicorn's threaded worker with an event-driven front: only complete requests reach a thread.
+
+Stock ``gthread`` hands every new connection to a request thread, which shakes hands and then
+blocks reading the request: a client that sends one byte a second, or stalls mid-handshake,
+holds a thread for as long as it likes, and 2 workers x 8 threads are gone after 16 of them.
+Here the worker's main thread (its poller) does all the waiting:
+
+* the kernel hands a connection over only once its client has sent something (Linux
+  ``TCP_DEFER_ACCEPT``, up to ``handshake_timeout``), so connections that stay silent wait
+  in the kernel, not here;
+* it accepts, waits (peeking, no TLS state yet) until the ClientHello's first record is all
+  in, then drives the TLS handshake without blocking; all under ``handshake_timeout``;
+* it reads each request without blocking into a buffer, frames it (:mod:`webhook.server.transport.framing`)
+  and submits it to the thread pool only once head and body are all there; the whole request
+  (from its first byte) must arrive within ``request_timeout``, however it trickles in;
+* a body over ``max_body`` is read and dropped up to ``drain_limit`` bytes (within the same
+  deadline) and answered 413 by the poller; framing it cannot parse is answered 400;
+* idle keep-alive connections wait in the poller (``keepalive`` seconds), as in ``gthread``;
+* at most ``worker_connections`` connections per worker past their ClientHello (they hold TLS
+  state, 20-80 KiB each), and ``WAITING_FACTOR`` times as many still waiting for it (a socket
+  each). Past the second bound the oldest connection still waiting for its ClientHello is
+  closed to admit the new one; past the first, the oldest that has not had a request
+  answered yet (handshaking, or sending its first request), else the least recently used
+  idle keep-alive one. When every connection is a request being served, the worker stops
+  accepting and new connections wait in the listen backlog;
+* bytes buffered for incomplete requests are bounded per worker (``buffer_budget``): past it,
+  connections with large partial bodies stop being read until others finish (their deadline
+  still runs).
+
+The per-connection work is :class:`webhook.server.transport.poller.Front`'s (over the bookkeeping in
+:mod:`webhook.server.transport.conns`); which worker takes a new connection, :mod:`webhook.server.transport.shares`'. This
+module is the gunicorn glue: the loop, accepting, and the request threads.
+
+The request thread parses the buffered head with gunicorn's own parser (so gunicorn still
+validates every request), takes a body of known length as the poller framed it, and writes
+the answer on the socket, head and body in one send (:class:`OneSend`), with
+``request_timeout`` as the bound on a client that does not read it. Listeners in
+``plain_ports`` are served without TLS.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import math
+import os
+import selectors
+import socket
+import ssl
+import time
+from concurrent import futures
+from typing import Any
+
+from gunicorn import http as _ghttp
+from gunicorn import sock as _gsock
+from gunicorn.http import body as _gbody
+from gunicorn.workers import gthread as _gthread
+
+from webhook.server.transport.conns import WAITING_FACTOR, Conn, Limits, Phase, pieces
+from webhook.server.transport.poller import Front
+from webhook.server.transport.shares import (
+    ACCEPT_BURST,
+    ACCEPT_YIELD,
+    FEW_CONNECTIONS,
+    Shares,
+    Turns,
+)
+
+#: At most one warning this often that other workers missed the turns left to them.
+MISSED_REPORT_INTERVAL = 60.0
+
+__all__ = ["WAITING_FACTOR", "Limits", "OneSend", "Shares", "ThreadWorker", "worker_class"]
+
+_BaseThreadWorker: Any = _gthread.ThreadWorker
+
+
+class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
+    """The worker (see the module text). :func:`worker_class` makes one with its limits."""
+
+    limits = Limits()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._front: Front  # made in run(), once the poller is
+        self._turns = Turns(self.limits.shares)
+        self._accept_pause_until = 0.0
+        self._woke = 0.0  # when the poller last returned
+        self._missed: set[int] = set()  # pids of workers that missed turns, not yet reported
+        self._misses = 0  # how many turns they missed, not yet reported
+        self._missed_reported = -MISSED_REPORT_INTERVAL
+        self._addresses: dict[int, Any] = {}
+
+    # ----------------------------------------------------------------------------- the loop
+
+    def run(self) -> None:
+        self._front = Front(
+            poller=self.poller,
+            log=self.log,
+            limits=self.limits,
+            worker_connections=self.worker_connections,
+            keepalive=self.cfg.keepalive or self.limits.request_timeout,
+            tls_context=lambda: _gsock.ssl_context(self.cfg),
+            on_request=self._dispatch,
+            on_count=self._count,
+        )
+        self._turns.claim(os.getpid())
+        self._defer_accept()
+        self.poller.register(
+            self.method_queue.fileno(), selectors.EVENT_READ, self.method_queue.run_callbacks
+        )
+        while self.alive:
+            self.notify()
+            self._update_accepting()
+            self._poll(self._timeout())
+            if not self.is_parent_alive():
+                break
+            self._front.expire()
+        self._shutdown()
+
+    def _defer_accept(self) -> None:
+        """Have the kernel hand over a connection only once the client has sent something
+        (Linux ``TCP_DEFER_ACCEPT``, for up to ``handshake_timeout``): HTTP clients speak
+        first, so only silent connections wait, and they wait in the kernel's queue of
+        half-open connections, not in this worker or ahead of real clients in the accept
+        queue. Past that time the kernel hands them over anyway, and the handshake deadline
+        applies."""
+        option = getattr(socket, "TCP_DEFER_ACCEPT", None)
+        if option is None:
+            return
+        seconds = max(1, math.ceil(self.limits.handshake_timeout))
+        for listener in self.sockets:
+            try:
+                listener.setsockopt(socket.IPPROTO_TCP, option, seconds)
+            except (OSError, AttributeError) as e:
+                self.log.debug("TCP_DEFER_ACCEPT not set on %s: %s", listener, e)
+
+    def _shutdown(self) -> None:
+        self.set_accept_enabled(False)
+        now = time.monotonic()
+        # Kept-alive connections stay open briefly, for a request a client may be sending
+        # already (answered with "Connection: close"); everything else runs to its deadline.
+        for conn in list(self._front.t.idle):
+            self._front.set_deadline(conn, min(conn.deadline, now + _gthread.STOP_KEEPALIVE_LINGER))
+        for conn in list(self._front.t.open):
+            if conn.phase is Phase.HANDSHAKE:
+                self._front.close(conn)
+        until = now + self.cfg.graceful_timeout
+        while self._front.t.open and time.monotonic() < until:
+            self.notify()
+            self._poll(self._timeout())
+            self._front.expire()
+        for conn in list(self._front.t.open):
+            self._front.close(conn)
+        self.tpool.shutdown(wait=False)
+        self.poller.close()
+        self.method_queue.close()
+        for s in self.sockets:
+            s.close()
+
+    def _poll(self, timeout: float) -> None:
+        self._turns.sleeping(self._accepting)  # whether a new connection wakes this worker
+        try:
+            events = self.poller.select(timeout)
+        except OSError as e:
+            if e.errno != errno.EINTR:
+                raise
+            return
+        finally:
+            self._woke = time.monotonic()
+            self._turns.woke(self._woke)
+        later = []
+        for key, _mask in events:
+            data = key.data
+            if isinstance(data, Conn):
+                self._front.on_event(data)
+            else:
+                later.append(key)
+        for key in later:  # new connections after the ones already open
+            key.data(key.fileobj)
+
+    def _timeout(self) -> float:
+        due = self._front.t.next_due()
+        now = time.monotonic()
+        if self._accept_pause_until > now:  # accepting resumes then
+            due = self._accept_pause_until if due is None else min(due, self._accept_pause_until)
+        if due is None:
+            return 1.0
+        return max(0.0, min(1.0, due - now))
+
+    def _update_accepting(self) -> None:
+        can = self.alive and time.monotonic() >= self._accept_pause_until
+        can = can and (
+            len(self._front.t.full) < self.worker_connections
+            or len(self._front.t.full) > self._front.t.busy
+        )
+        if can != self._accepting:
+            self.set_accept_enabled(can)
+
+    # ----------------------------------------------------------------------------- accept
+
+    def _count(self, held: int) -> None:
+        self.nr_conns = held
+        self._turns.count(held)
+
+    def _yield_accept(self) -> bool:
+        """Whether to leave the next connection to a worker that holds fewer and is taking
+        connections now (:mod:`webhook.server.transport.shares`); then accepting pauses briefly."""
+        now = time.monotonic()
+        if not self._turns.should_yield(len(self._front.t.open), now, self._woke):
+            self._report_missed(now)
+            return False
+        self._accept_pause_until = now + ACCEPT_YIELD
+        self._update_accepting()
+        return True
+
+    def _report_missed(self, now: float) -> None:
+        """Warn (at most every :data:`MISSED_REPORT_INTERVAL`) that workers did not take
+        connections left to them: a worker stuck in a way the table does not show."""
+        missed = self._turns.missed()
+        self._missed.update(missed)
+        self._misses += len(missed)
+        if self._misses and now - self._missed_reported >= MISSED_REPORT_INTERVAL:
+            self.log.warning(
+                "worker(s) %s did not take connections left to them (%d times): this worker "
+                "takes them without waiting until they accept again",
+                sorted(self._missed),
+                self._misses,
+            )
+            self._missed, self._misses, self._missed_reported = set(), 0, now
+
+    def accept(self, listener: Any) -> None:
+        if self._yield_accept():
+            return
+        for _ in range(1 if len(self._front.t.open) < FEW_CONNECTIONS else ACCEPT_BURST):
+            if (
+                len(self._front.t.full) >= self.worker_connections
+                and len(self._front.t.full) <= self._front.t.busy
+            ):
+                return  # every connection is being served: the rest wait in the backlog
+            try:
+                sock, addr = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    self.log.warning("cannot accept a connection: %s", e)
+                    if not self._front.evict():
+                        self._accept_pause_until = time.monotonic() + 0.5
+                        self._update_accepting()
+                    return
+                if e.errno == errno.ECONNABORTED:
+                    continue
+                raise
+            self._turns.accepted()
+            self._admit(sock, addr, self._address(listener))
+
+    def _address(self, listener: Any) -> Any:
+        fd = listener.fileno()
+        address = self._addresses.get(fd)
+        if address is None:
+            address = self._addresses[fd] = listener.getsockname()
+        return address
+
+    def _admit(self, sock: socket.socket, addr: Any, server: Any) -> None:
+        sock.setblocking(False)
+        port = server[1] if isinstance(server, tuple) else None
+        tls = bool(self.cfg.is_ssl) and port not in self.limits.plain_ports
+        conn = Conn(sock, addr, server, tls)
+        self._front.t.open[conn] = None
+        self._count(len(self._front.t.open))
+        # TLS is set up once the ClientHello is in (until then a connection costs a socket
+        # only); a plain connection's first request byte is due when a handshake would be done.
+        self._front.set_deadline(conn, time.monotonic() + self.limits.handshake_timeout)
+        if tls:
+            self._front.t.waiting[conn] = None
+            if len(self._front.t.waiting) > WAITING_FACTOR * self.worker_connections:
+                self._front.close(self._front.reset(next(iter(self._front.t.waiting))), "evicted")
+        else:
+            self._front.make_room(conn)
+            if conn.closed:
+                return
+            self._front.t.full[conn] = None
+        self._front.want(conn, selectors.EVENT_READ)
+
+    # ----------------------------------------------------------------------------- requests
+
+    def _dispatch(self, conn: Conn) -> None:
+        framer = conn.framer
+        assert framer is not None and framer.head is not None
+        end = framer.end
+        # A body of known length goes to the thread apart from the head (see _take_body).
+        known = not framer.head.chunked
+        start = end - (framer.head.length or 0) if known else end
+        with memoryview(conn.buf) as view:
+            data = bytes(view[:start])
+            body = bytes(view[start:end]) if known else None
+        del conn.buf[:end]
+        conn.framer = None
+        conn.continued = False
+        conn.phase = Phase.BUSY
+        self._front.want(conn, 0)
+        self._front.account(conn)
+        self._front.t.busy += 1
+        fut = self.tpool.submit(self._serve, conn, data, body)
+        fut.add_done_callback(lambda f: self.method_queue.defer(self._served, conn, f))
+        self._front.resume()
+
+    def _served(self, conn: Conn, fut: futures.Future[bool]) -> None:
+        """Back on the poller after a request thread answered (or failed)."""
+        self._front.t.busy -= 1
+        conn.served += 1
+        keep = not fut.cancelled() and fut.exception() is None and fut.result()
+        if not keep:
+            self._front.close(conn)
+            return
+        try:
+            conn.sock.setblocking(False)
+        except OSError:
+            self._front.close(conn)
+            return
+        now = time.monotonic()
+        if conn.buf:  # the client sent its next request already
+            conn.phase = Phase.REQUEST
+            self._front.set_deadline(conn, now + self.limits.request_timeout)
+            self._front.want(conn, selectors.EVENT_READ)
+            self._front.frame(conn)
+        else:
+            self._front.to_idle(conn, now + self._front.keepalive)
+        if not conn.closed and conn.phase is not Phase.BUSY and conn.tls and conn.sock.pending():
+            self._front.read(conn)
+
+    def _serve(self, conn: Conn, data: bytes, body: bytes | None) -> bool:
+        """Serve one complete request (a request thread): ``data`` is its head and ``body``
+        its body, or ``data`` the whole request when its body is chunked (``body`` None).
+        True: keep the connection."""
+        req = None
+        try:
+            conn.sock.settimeout(self.limits.request_timeout)  # bounds writing the answer
+            parser = _ghttp.get_parser(self.cfg, pieces(data), conn.client)
+            req = next(parser)
+            if not req:
+                return False
+            if body is not None and not _take_body(req, body):
+                self.log.debug("%s: gunicorn reads another body length", conn.client)
+                return False
+            req._expected_100_continue = False  # the poller has sent it
+            out = OneSend(conn.sock)
+            keep = self.handle_request(req, _Answering(out, conn.client, conn.server))
+            out.flush()
+            # A body the poller framed is all here: nothing to drain before the next request.
+            return bool(keep) and (body is not None or bool(parser.finish_body()))
+        except _ghttp.errors.NoMoreData as e:
+            self.log.debug("incomplete request from %s: %s", conn.client, e)
+        except StopIteration as e:
+            self.log.debug("closing connection: %s", e)
+        except TimeoutError:
+            self.log.debug("client %s did not read its answer in time", conn.client)
+        except ssl.SSLError as e:
+            if e.args[0] != ssl.SSL_ERROR_EOF:
+                self.log.debug("TLS error serving %s: %s", conn.client, e)
+        except OSError as e:
+            if e.errno not in (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN):
+                self.log.exception("socket error serving a request")
+        except Exception as e:
+            self.handle_error(req, conn.sock, conn.client, e)
+        return False
+
+
+def _take_body(req: Any, body: bytes) -> bool:
+    """Give ``req`` the body the poller framed, to read as it is: through gunicorn's own
+    readers it would be copied several times over (3.8 ms for a 3 MB body here, against
+    0.26 ms as it is). Only when gunicorn, parsing the head, reads a body of the same length;
+    otherwise the two disagree on where the request ends, and False: the connection closes."""
+    reader: Any = getattr(req.body, "reader", None)
+    if type(reader) is not _gbody.LengthReader or reader.length != len(body):
+        return False
+    req.body = io.BytesIO(body)
+    return True
+
+
+class OneSend:
+    """The socket as gunicorn writes an answer on it, holding the answer's head until its
+    body's first piece, so that both go out in one send: a small answer is then one TLS
+    record and one TCP segment where gunicorn makes two of each (and two system calls, and
+    two wake-ups of the client). Every other use of the socket (a later write, closing it,
+    sendfile, its descriptor) sends what is held first, so the bytes keep their order;
+    :meth:`flush` sends a head that had no body (HEAD, 204, 304)."""
+
+    __slots__ = ("_head", "_started", "sock")
+
+    def __init__(self, sock: Any) -> None:
+        self.sock = sock
+        self._head: bytes | None = None  # the first write, while held
+        self._started = False  # whether the first write (the head) has come
+
+    def sendall(self, data: bytes) -> None:
+        if not self._started:
+            self._started = True
+            self._head = bytes(data)
+            return
+        head, self._head = self._head, None
+        self.sock.sendall(head + data if head else data)
+
+    def flush(self) -> None:
+        head, self._head = self._head, None
+        if head:
+            self.sock.sendall(head)
+
+    def __getattr__(self, name: str) -> Any:
+        self.flush()
+        return getattr(self.sock, name)
+
+
+class _Answering:
+    """What gunicorn's ``handle_request`` reads of a connection, writing through a
+    :class:`OneSend`."""
+
+    __slots__ = ("client", "server", "sock")
+
+    def __init__(self, sock: OneSend, client: Any, server: Any) -> None:
+        self.sock, self.client, self.server = sock, client, server
+
+
+def worker_class(limits: Limits) -> type[ThreadWorker]:
+    """The gunicorn ``worker_class``: :class:`ThreadWorker` with these limits."""
+
+    class Worker(ThreadWorker):
+        pass
+
+    Worker.limits = limits
+    Worker.__name__ = Worker.__qualname__ = "ThreadWorker"
+    return Worker

@@ -1,0 +1,141 @@
+"""A definition's jq paths judged against the structural schema of its root kind.
+
+Which fields are judged, and as what (:data:`ROLE_SHAPES`):
+
+* every workload-side field evaluated for its locations (``mode == "paths"`` in
+  :data:`webhook.karta.fields.COMPONENT_FIELDS`: pod templates, pod specs, metadata, the written
+  fragments, suspend actions), plus ``instanceIdPath`` and the scale paths where they are plain
+  paths (their values are read; a plain path says where from). All are relative to the root
+  object, whichever component they belong to, so all are judged against the root kind's schema;
+* pod-side fields (the pod selectors, pod-group keys and filters run on the workload's pods,
+  not on the workload) are judged against the Pod schema when they are plain paths; other
+  pod-side expressions are not judged.
+
+A plain path is judged without any sample (:func:`check_fields`). Any other path expression is
+judged at the locations its evaluation found on each sample (:func:`check_locations`); the
+validator evaluates it anyway, so this costs no extra evaluation. Unknown fields and wrong
+types are errors at the Karta field path (with the closest existing names); where the schema
+stops describing the data it is a warning that says it cannot judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from webhook.base.errors import FieldError
+from webhook.jq.paths import parse_plain
+from webhook.karta.fields import Role
+from webhook.karta.model import JqField
+from webhook.schema.structural import ExpressionCheck, RawToken, Schema, Shape, check_expression
+
+__all__ = [
+    "ROLE_SHAPES",
+    "SchemaFindings",
+    "check_fields",
+    "check_locations",
+    "judged",
+]
+
+#: What a field's locations must be, by role (roles not listed: only that the path exists).
+ROLE_SHAPES: Final[Mapping[Role, Shape]] = {
+    Role.POD_TEMPLATE_SPEC: Shape.POD_TEMPLATE_SPEC,
+    Role.POD_SPEC: Shape.POD_SPEC,
+    Role.METADATA: Shape.OBJECT_META,
+    Role.LABELS: Shape.STRING_MAP,
+    Role.ANNOTATIONS: Shape.STRING_MAP,
+    Role.SCHEDULER_NAME: Shape.STRING,
+    Role.INSTANCE_ID: Shape.STRING,
+    Role.REPLICAS: Shape.INTEGER,
+    Role.MIN_REPLICAS: Shape.INTEGER,
+    Role.MAX_REPLICAS: Shape.INTEGER,
+}
+#: Value fields judged where they are plain paths.
+_PLAIN_VALUES: Final = frozenset(
+    {Role.INSTANCE_ID, Role.REPLICAS, Role.MIN_REPLICAS, Role.MAX_REPLICAS}
+)
+
+
+def judged(f: JqField) -> bool:
+    """Whether ``f`` is judged against the root kind's schema (pod-side fields are judged
+    against the Pod schema instead)."""
+    return f.subject == "workload" and (f.field.mode == "paths" or f.role in _PLAIN_VALUES)
+
+
+@dataclass
+class SchemaFindings:
+    """What :func:`check_fields` found, and what it left for the samples."""
+
+    errors: list[FieldError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    #: non-plain path fields, to be judged at their locations on samples
+    deferred: list[JqField] = field(default_factory=list)
+    #: plain pod-template and pod-spec paths the schema does not refuse (synthesis plants a
+    #: template or a pod spec at each, also where the schema cannot say what is there)
+    template_paths: list[str] = field(default_factory=list)
+    pod_spec_paths: list[str] = field(default_factory=list)
+    #: plain ``instanceIdPath`` s the schema does not refuse (synthesis gives them ids)
+    id_paths: list[str] = field(default_factory=list)
+
+
+def check_fields(
+    fields: Iterable[JqField],
+    schema: Schema,
+    kind: str,
+    pod_schema: Callable[[], Schema | None],
+) -> SchemaFindings:
+    """Judge every plain path of ``fields`` (``kind`` names the schema in messages;
+    ``pod_schema`` is asked for the Pod schema only when a pod-side plain path needs it)."""
+    out = SchemaFindings()
+    for f in fields:
+        steps = parse_plain(f.expr)
+        if f.subject == "pod":
+            pods = pod_schema() if steps is not None else None
+            if pods is not None:
+                result = check_expression(pods, f.expr)
+                _record(f, result, "the Pod schema; it runs on the workload's pods", out)
+            continue
+        if not judged(f):
+            continue
+        if steps is None:
+            if f.field.mode == "paths":
+                out.deferred.append(f)
+            continue
+        result = check_expression(schema, f.expr, shape=ROLE_SHAPES.get(f.role))
+        _record(f, result, f"the {kind} schema", out)
+        if result.outcome.is_error:
+            continue
+        if f.role is Role.POD_TEMPLATE_SPEC:
+            out.template_paths.append(f.expr)
+        elif f.role is Role.POD_SPEC:
+            out.pod_spec_paths.append(f.expr)
+        elif f.role is Role.INSTANCE_ID:
+            out.id_paths.append(f.expr)
+    return out
+
+
+def check_locations(
+    f: JqField, schema: Schema, kind: str, paths: Sequence[Sequence[RawToken]]
+) -> SchemaFindings:
+    """Judge the locations a non-plain path expression found on one sample."""
+    out = SchemaFindings()
+    if not paths:
+        return out
+    result = check_expression(
+        schema,
+        f.expr,
+        shape=ROLE_SHAPES.get(f.role),
+        sample=paths,
+        locate=lambda _expr, found: found,
+    )
+    _record(f, result, f"the {kind} schema", out)
+    return out
+
+
+def _record(f: JqField, result: ExpressionCheck, whose: str, out: SchemaFindings) -> None:
+    for message in result.errors:
+        out.errors.append(FieldError(f.path, f"{message} ({whose})"))
+    if result.locations:  # (without locations, ``warnings`` is why nothing was judged)
+        for message in result.warnings:
+            out.warnings.append(f"{f.path}: {message} ({whose})")
