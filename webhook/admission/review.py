@@ -11,12 +11,13 @@ import functools
 from binascii import b2a_base64  # what base64.b64encode calls, without its frame
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 import orjson
 
 from webhook.base import jsontext
 from webhook.base.gvk import GVK
+from webhook.base.jsonvalue import JSON, JSONObject
 from webhook.base.limits import MAX_JSON_DEPTH
 
 API_VERSION = "admission.k8s.io/v1"
@@ -34,6 +35,34 @@ _dumps = jsontext.dumps
 _REVIEW_DEPTH = MAX_JSON_DEPTH + 2
 
 
+class Status(TypedDict, total=False):
+    """``response.status``: a ``metav1.Status`` as the API server reads it from a webhook."""
+
+    code: int
+    reason: str
+    message: str
+
+
+class ResponseBody(TypedDict):
+    """``response`` of an ``AdmissionReview`` (``admission.k8s.io/v1``)."""
+
+    uid: str
+    allowed: bool
+    patchType: NotRequired[Literal["JSONPatch"]]
+    patch: NotRequired[str]  # base64 of the JSON Patch
+    warnings: NotRequired[list[str]]
+    auditAnnotations: NotRequired[dict[str, str]]
+    status: NotRequired[Status]
+
+
+class ReviewResponse(TypedDict):
+    """The ``AdmissionReview`` a webhook answers with."""
+
+    apiVersion: str
+    kind: str
+    response: ResponseBody
+
+
 class BadReview(ValueError):
     """The body is not a usable AdmissionReview; the message is the one-line reason."""
 
@@ -43,7 +72,7 @@ class Request:
     uid: str
     operation: str
     kind: GVK | None  # the object's kind as the API server names it (request.kind)
-    resource: Mapping[str, Any]
+    resource: Mapping[str, JSON]
     sub_resource: str
     name: str
     namespace: str
@@ -51,7 +80,7 @@ class Request:
     old_object: Any
     dry_run: bool
     user: str = ""
-    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    raw: Mapping[str, JSON] = field(default_factory=dict, repr=False)
 
     @functools.cached_property
     def object_kind(self) -> GVK | None:
@@ -67,7 +96,7 @@ class Request:
 class Response:
     uid: str
     allowed: bool = True
-    patch: list[dict[str, Any]] | None = None
+    patch: list[JSONObject] | None = None
     warnings: list[str] = field(default_factory=list)
     audit: dict[str, str] = field(default_factory=dict)
     code: int | None = None
@@ -142,7 +171,7 @@ def request_for(obj: Any, operation: str = "CREATE", uid: str = "offline") -> Re
 
 
 def encode(resp: Response) -> bytes:
-    body: dict[str, Any] = {"uid": resp.uid, "allowed": resp.allowed}
+    body: ResponseBody = {"uid": resp.uid, "allowed": resp.allowed}
     if resp.patch:
         body["patchType"] = "JSONPatch"
         body["patch"] = b2a_base64(_dumps(resp.patch), newline=False).decode()
@@ -151,7 +180,7 @@ def encode(resp: Response) -> bytes:
     if resp.audit:
         body["auditAnnotations"] = resp.audit
     if not resp.allowed or resp.code is not None:
-        status: dict[str, Any] = {}
+        status: Status = {}
         if resp.code is not None:
             status["code"] = resp.code
         if resp.reason:
@@ -159,7 +188,8 @@ def encode(resp: Response) -> bytes:
         if resp.message:
             status["message"] = resp.message
         body["status"] = status
-    return _dumps({"apiVersion": API_VERSION, "kind": KIND, "response": body})
+    review: ReviewResponse = {"apiVersion": API_VERSION, "kind": KIND, "response": body}
+    return _dumps(review)
 
 
 def _warning(text: str) -> str:
