@@ -31,6 +31,8 @@ import enum
 import re
 from dataclasses import dataclass
 
+from webhook.server.transport import framing_syntax as syntax
+
 #: Longest chunk-size line (size, extensions, CRLF) accepted in a chunked body.
 MAX_CHUNK_LINE = 4096
 #: gunicorn's limits on the head (its ``limit_request_line``, ``limit_request_fields`` and
@@ -42,37 +44,11 @@ MAX_LINE, MAX_FIELDS, MAX_FIELD = 8190, 100, 16380
 #: per allowed data byte, a chunked body is oversized whatever it decodes to.
 RAW_OVERHEAD = 2
 
-_HEX = frozenset(b"0123456789abcdefABCDEF")
 _DIGITS = frozenset(b"0123456789")
-#: RFC 9110 section 5.6.2: a token (field names, methods, transfer codings).
-_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-#: RFC 9110 section 5.5: a field value holds no control character but HTAB.
-_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
-#: RFC 9112 section 3.2: a request target is printable ASCII (the rest is percent-encoded).
-_BAD_TARGET = re.compile(rb"[^\x21-\x7e]")
-_VERSION = re.compile(rb"HTTP/1\.[0-9]")
 #: An LF that is not the end of a CRLF (RFC 9112 section 2.2: every line ends with CRLF).
 _BARE_LF = re.compile(rb"(?<!\r)\n")
-#: RFC 9112 section 7.1.1, from the first ";" of a chunk size line (as gunicorn checks it).
-_EXT_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
-_QUOTED = rb'"(?:[\t !#-\[\]-~\x80-\xff]|\\[\t -~\x80-\xff])*"'
-_CHUNK_EXT = re.compile(
-    rb"(?:[ \t]*;[ \t]*"
-    + _EXT_TOKEN
-    + rb"(?:[ \t]*=[ \t]*(?:"
-    + _EXT_TOKEN
-    + rb"|"
-    + _QUOTED
-    + rb"))?)*"
-)
 #: Fields a request may hold once only (RFC 9110 section 5.3; gunicorn refuses a repeat).
 _SINGLETONS = frozenset({b"host", b"content-type", b"content-length"})
-#: Fields forbidden in a trailer (RFC 9110 section 6.5.1; gunicorn refuses them there).
-_NOT_IN_TRAILER = frozenset(
-    {b"content-length", b"transfer-encoding", b"host", b"trailer", b"te", b"authorization"}
-)
-#: Codings a server may know but this one does not decode (RFC 9112 section 6.1: 501).
-_CODINGS = frozenset({b"gzip", b"x-gzip", b"deflate", b"compress", b"x-compress"})
 #: More Content-Length digits than this is more than any cap (and than int() takes).
 _MAX_DIGITS = 18
 
@@ -211,7 +187,7 @@ class Framer:
             return self._bad(431, f"more than {self.max_fields} header fields")
         if any(len(line) + 2 > self.max_field for line in lines[1:]):
             return self._bad(431, f"a header field longer than {self.max_field} bytes")
-        problem = _request_line_problem(lines[0])
+        problem = syntax.request_line_problem(lines[0])
         if problem:
             return self._bad(400, problem)
         method, target, version = lines[0].split(b" ")
@@ -220,13 +196,13 @@ class Framer:
         expect = False
         seen: set[bytes] = set()
         for line in lines[1:]:
-            field = _field(line)
+            field = syntax.field(line)
             if isinstance(field, str):
                 return self._bad(400, field)
             name, value = field
             if name in _SINGLETONS:
                 if name in seen:
-                    return self._bad(400, f"more than one {_title(name)} header")
+                    return self._bad(400, f"more than one {syntax.title(name)} header")
                 seen.add(name)
             if name == b"content-length":
                 if not value or not set(value) <= _DIGITS:
@@ -237,16 +213,9 @@ class Framer:
             elif name == b"expect" and value.lower() == b"100-continue":
                 expect = version == b"HTTP/1.1"
         if codings:
-            if length is not None:
-                return self._bad(400, "both Content-Length and Transfer-Encoding")
-            if version == b"HTTP/1.0":
-                return self._bad(400, "Transfer-Encoding on an HTTP/1.0 request")
-            if codings[-1] != b"chunked" or codings.count(b"chunked") > 1:
-                return self._bad(400, "Transfer-Encoding must end with chunked, once")
-            if len(codings) > 1:
-                if all(c in _CODINGS for c in codings[:-1]):
-                    return self._bad(501, "transfer coding not supported")
-                return self._bad(400, "unknown or empty transfer coding")
+            refused = syntax.transfer_coding_problem(codings, length, version)
+            if refused:
+                return self._bad(*refused)
         self.head = Head(method, target, version, length, bool(codings), expect)
         self._pos = end
         if codings:
@@ -277,7 +246,7 @@ class Framer:
                     if buf.find(b"\n", self._pos) >= 0:
                         return self._bad(400, "a chunk size line ends with a bare LF")
                     return Verdict.MORE
-                problem = _chunk_line_problem(bytes(buf[self._pos : j]))
+                problem = syntax.chunk_line_problem(bytes(buf[self._pos : j]))
                 if problem:
                     return self._bad(400, problem)
                 size = bytes(buf[self._pos : j]).split(b";", 1)[0].rstrip(b" \t")
@@ -319,7 +288,7 @@ class Framer:
                         return self._bad(431, f"more than {self.max_fields} trailer fields")
                     if j + 2 - self._pos > self.max_field:
                         return self._bad(431, f"a trailer field longer than {self.max_field} bytes")
-                    problem = _trailer_problem(bytes(buf[self._pos : j]))
+                    problem = syntax.trailer_problem(bytes(buf[self._pos : j]))
                     if problem:
                         return self._bad(400, problem)
                 self._advance(j + 2)
@@ -335,76 +304,3 @@ class Framer:
         self._pos = pos
         if self.oversized and self._raw > self.drain_limit:
             self.drain_exceeded = True
-
-
-# --------------------------------------------------------------------------- line syntax
-
-
-def _request_line_problem(line: bytes) -> str | None:
-    """What is wrong with a request line (RFC 9112 section 3, as gunicorn checks it)."""
-    parts = line.split(b" ")
-    if len(parts) != 3:
-        return "invalid request line: not method, target and version apart by single spaces"
-    method, target, version = parts
-    if not (3 <= len(method) <= 20 and set(method) <= _TOKEN) or any(
-        c in b"abcdefghijklmnopqrstuvwxyz#" for c in method
-    ):
-        return "invalid request line: the method is not an uppercase token of 3-20 characters"
-    if not target or _BAD_TARGET.search(target):
-        return "invalid request line: the target is empty or holds a byte outside printable ASCII"
-    if target == b"*" and method != b"OPTIONS":
-        return "invalid request line: the target * is for OPTIONS only"
-    if (
-        method != b"CONNECT"
-        and target != b"*"
-        and not target.startswith(b"/")
-        and b"://" not in target
-    ):
-        return "invalid request line: the target is not a path or an absolute URI"
-    if not _VERSION.fullmatch(version):
-        return "invalid request line: the version is not HTTP/1.0 or HTTP/1.1"
-    return None
-
-
-def _field(line: bytes) -> tuple[bytes, bytes] | str:
-    """A header or trailer line's lowercase name and its value without surrounding
-    whitespace, or what is wrong with it."""
-    if line[:1] in (b" ", b"\t"):
-        return "obsolete line folding (a header line starting with whitespace)"
-    name, colon, value = line.partition(b":")
-    if not colon:
-        return "a header line without a colon"
-    if not name or not set(name) <= _TOKEN:
-        return "invalid header name: not a token (whitespace before the colon?)"
-    if _BAD_VALUE.search(value):
-        return f"a control character (CR, LF, NUL, ...) in the value of header {_title(name)}"
-    return name.lower(), value.strip(b" \t")
-
-
-def _trailer_problem(line: bytes) -> str | None:
-    field = _field(line)
-    if isinstance(field, str):
-        return f"in the trailer: {field}"
-    if field[0] in _NOT_IN_TRAILER:
-        return f"{_title(field[0])} is not allowed in a trailer"
-    return None
-
-
-def _chunk_line_problem(line: bytes) -> str | None:
-    """What is wrong with a chunk size line (without its CRLF): hex digits, then an optional
-    extension; whitespace after the size only before the extension (RFC 9112 section 7.1.1)."""
-    size, semi, ext = line.partition(b";")
-    if semi:
-        size = size.rstrip(b" \t")
-    if not size or not set(size) <= _HEX:
-        return "invalid chunk size: not hexadecimal digits"
-    if len(size) > 15:
-        return "invalid chunk size: more than 15 hexadecimal digits"
-    if semi and not _CHUNK_EXT.fullmatch(semi + ext):
-        return "invalid chunk extension"
-    return None
-
-
-def _title(name: bytes) -> str:
-    """A header name (a token, so ASCII) as it is usually written, for messages."""
-    return "-".join(part.capitalize() for part in name.decode("ascii").split("-"))
