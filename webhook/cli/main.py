@@ -24,6 +24,7 @@ from webhook.admission.handlers import definition_vet, mutate_object, validate
 from webhook.admission.registry import Registry, load_catalogs, load_registry
 from webhook.admission.review import request_for
 from webhook.base import jsontext
+from webhook.base.depth import run_deep
 from webhook.base.documents import document_files, read_documents
 from webhook.base.errors import InputError, KartaError
 from webhook.base.gvk import GVK
@@ -523,7 +524,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.func is serve_cmd.cmd_serve:  # gunicorn wants the main thread (signals)
             return int(args.func(args))
-        code = jsontext.run_deep(lambda: int(args.func(args)), frames_per_level=_FRAMES_PER_LEVEL)
+        code = run_deep(lambda: int(args.func(args)), frames_per_level=_FRAMES_PER_LEVEL)
         if getattr(args, "rejected_definitions", 0):  # the rest was done: a finding
             code = max(code, EXIT_FINDING)
         return code

@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from webhook.base import jsontext
+from webhook.base.depth import pruned
 from webhook.base.limits import (
     MAX_RESULTS,
     SANDBOX_DEPTH,
@@ -156,7 +157,7 @@ def encode_input(obj: Any) -> bytes:
         return orjson.dumps(obj)  # anything orjson encodes is shallow enough
     except orjson.JSONEncodeError:
         pass
-    return jsontext.dumps(jsontext.pruned(obj, SANDBOX_DEPTH))
+    return jsontext.dumps(pruned(obj, SANDBOX_DEPTH))
 
 
 class _Child:
