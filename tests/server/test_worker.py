@@ -1,5 +1,5 @@
 """The worker's request thread: the body it takes as the poller framed it
-(:func:`webhook.server.transport.worker._take_body`) and its write path (:class:`webhook.server.transport.worker.OneSend`); the
+(:func:`webhook.server.transport.thread_io.take_body`) and its write path (:class:`webhook.server.transport.thread_io.OneSend`); the
 server's wire is checked in ``tests/e2e/``."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from gunicorn import http as gunicorn_http
 from gunicorn.config import Config
 
-from webhook.server.transport.worker import OneSend, _take_body
+from webhook.server.transport.thread_io import OneSend, take_body
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def _request(head: bytes) -> Any:
 def test_a_framed_body_of_the_length_gunicorn_reads_is_read_as_it_is() -> None:
     body = b'{"kind": "AdmissionReview"}'
     req = _request(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body))
-    assert _take_body(req, body)
+    assert take_body(req, body)
     assert req.body.read(len(body)) is body  # not a copy
     assert req.body.read() == b""
 
@@ -88,5 +88,5 @@ def test_a_framed_body_of_the_length_gunicorn_reads_is_read_as_it_is() -> None:
 def test_a_body_gunicorn_frames_otherwise_is_not_taken(head: bytes) -> None:
     req = _request(head)
     before = req.body
-    assert not _take_body(req, b"four")
+    assert not take_body(req, b"four")
     assert req.body is before

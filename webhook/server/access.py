@@ -36,7 +36,7 @@ def _refuse(start_response: StartResponse, status: str, text: str) -> list[bytes
 
 def has_client_certificate(environ: dict[str, Any]) -> bool:
     """Whether the request's TLS connection presented a (verified) client certificate. The
-    socket is a TLS one, or the worker's :class:`~webhook.server.transport.worker.OneSend` around one: asked
+    socket is a TLS one, or the worker's :class:`~webhook.server.transport.thread_io.OneSend` around one: asked
     for what it has, not for its type."""
     getpeercert = getattr(environ.get("gunicorn.socket"), "getpeercert", None)
     return getpeercert is not None and bool(getpeercert())
