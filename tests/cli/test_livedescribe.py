@@ -15,7 +15,7 @@ import yaml
 from fakeapi import ROOT, FakeAPI, discovery_doc, karta, stored
 
 from webhook.cli import main as cli
-from webhook.cli.livedescribe import age, cpu_text, memory_text, pod_request, quantity
+from webhook.cli.livedescribe_view import age, cpu_text, memory_text, pod_request, quantity
 
 NS = "research"
 JOBSETS = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NS}/jobsets"

@@ -12,7 +12,7 @@ import yaml
 from helpers import ENGINE
 from test_validation import SAMPLES, base, child, errors_at, root, run
 
-from webhook.cli.livedescribe import type_selected
+from webhook.cli.livedescribe_pods import type_selected
 from webhook.cli.main import EXIT_OK, main
 from webhook.karta.model import load_definition, parse
 from webhook.karta.statusmodel import StatusDefinition

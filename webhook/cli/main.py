@@ -176,7 +176,7 @@ def _describe_live(args: argparse.Namespace) -> int:
     """describe KIND/NAME [-n NS] | KIND [-n NS | -A]: exit 1 for a missing object or a kind
     without definition, 2 for an unknown kind, an unusable kubeconfig, or a cluster that cannot
     be reached or forbids the reads."""
-    from webhook.cli import livedescribe
+    from webhook.cli import livedescribe, livedescribe_text
     from webhook.cluster.reads import Cluster, ClusterError, NotFound, connect
 
     kind, _, name = str(args.target).partition("/")
@@ -192,11 +192,11 @@ def _describe_live(args: argparse.Namespace) -> int:
         registry = _registry(args)
         if name:
             data = livedescribe.describe_one(cluster, kind, name, namespace, registry, engine)
-            text = livedescribe.as_text(data)
+            text = livedescribe_text.as_text(data)
         else:
             ns = None if args.all_namespaces else namespace
             data = livedescribe.describe_all(cluster, kind, ns, registry, engine)
-            text = livedescribe.list_text(data, args.all_namespaces)
+            text = livedescribe_text.list_text(data, args.all_namespaces)
             for w in data["warnings"]:
                 _err(f"warning: {w}")
             if not data["items"] and args.output == "text":
