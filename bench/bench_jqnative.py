@@ -29,7 +29,8 @@ from webhook.base.documents import read_documents  # noqa: E402
 from webhook.jq.native import evaluate as jqnative  # noqa: E402
 from webhook.jq.paths import parse_plain  # noqa: E402
 from webhook.karta.fields import WRITE_FRAGMENTS  # noqa: E402
-from webhook.karta.model import catalog_dir, jq_fields, load_files  # noqa: E402
+from webhook.karta.loading import catalog_dir, load_files  # noqa: E402
+from webhook.karta.model import jq_fields  # noqa: E402
 
 PATH_ROLES = {"podTemplateSpecPath", "podSpecPath", "metadataPath", *WRITE_FRAGMENTS}
 

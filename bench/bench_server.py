@@ -196,7 +196,7 @@ def main() -> None:
         raise SystemExit("wrk is not installed (apt-get install wrk)")
     conns = [int(c) for c in args.connections.split(",")]
 
-    from webhook.server.certs import ensure_dev_certs
+    from webhook.server.certs_dev import ensure_dev_certs
 
     tmp = Path(tempfile.mkdtemp(prefix="karta-bench-server-"))
     certs = ensure_dev_certs(tmp / "certs")  # for localhost

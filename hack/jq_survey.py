@@ -20,7 +20,8 @@ from webhook.jq.native import ast  # noqa: E402
 from webhook.jq.native.parse import parse as parse_jq  # noqa: E402
 from webhook.jq.paths import parse_plain  # noqa: E402
 from webhook.jq.syntax import IDENT, tokenize  # noqa: E402
-from webhook.karta.model import catalog_dir, jq_fields, parse  # noqa: E402
+from webhook.karta.loading import catalog_dir  # noqa: E402
+from webhook.karta.model import jq_fields, parse  # noqa: E402
 
 
 def expressions(files: list[Path]) -> set[str]:

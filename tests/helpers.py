@@ -17,7 +17,7 @@ from webhook.admission.handlers import mutate_object
 from webhook.admission.registry import load_registry
 from webhook.base.documents import read_documents
 from webhook.jq.engine import Engine
-from webhook.karta.model import catalog_dir
+from webhook.karta.loading import catalog_dir
 from webhook.mutation.policy import Policy, parse_policy
 
 ROOT = Path(__file__).resolve().parent.parent

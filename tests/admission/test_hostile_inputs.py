@@ -37,7 +37,7 @@ from webhook.base.gvk import GVK
 from webhook.base.limits import MAX_EXPRESSION_BYTES, MAX_JSON_DEPTH, YAML_MAX_DEPTH
 from webhook.cli.main import EXIT_FINDING, EXIT_INPUT, main
 from webhook.jq.syntax import screen
-from webhook.karta.model import load_definition
+from webhook.karta.loading import load_definition
 from webhook.karta.samples import SampleIndex
 from webhook.mutation.policy import parse_policy
 from webhook.server import app as server

@@ -22,7 +22,7 @@ from webhook.admission.registry import State
 from webhook.base.documents import read_documents
 from webhook.cli.main import EXIT_FINDING, EXIT_INPUT, main
 from webhook.cluster.kartasync import load_cluster_karta
-from webhook.karta.model import catalog_dir, load_definition, samples_dir
+from webhook.karta.loading import catalog_dir, load_definition, samples_dir
 from webhook.karta.samples import SampleIndex
 
 POLICY = "rules:\n- name: kai\n  schedulerName: kai-scheduler\n"

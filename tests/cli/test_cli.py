@@ -12,7 +12,7 @@ import yaml
 
 from webhook.base import jsontext
 from webhook.cli.main import main
-from webhook.karta.model import catalog_dir
+from webhook.karta.loading import catalog_dir
 
 JOBSET = catalog_dir() / "samples" / "jobset.x-k8s.io-jobset-v1alpha2" / "leader-workers.yaml"
 POLICY = """

@@ -15,7 +15,7 @@ from test_validation import BASE, SAMPLE  # tests/ is on sys.path ("prepend" imp
 
 from webhook.base.documents import read_documents
 from webhook.cli.main import EXIT_FINDING, EXIT_INPUT, EXIT_OK, main
-from webhook.karta.model import catalog_dir
+from webhook.karta.loading import catalog_dir
 
 REPO = Path(__file__).resolve().parents[2]
 #: the line ``validate`` ends an OK report of a whole-template definition with

@@ -751,7 +751,7 @@ def test_the_deployment_arguments_are_serve_flags(helm: Helm) -> None:
 def test_rendered_policy_and_catalog_load_in_the_server(helm: Helm, tmp_path: Path) -> None:
     """The ConfigMaps hold what ``serve`` reads: the policy parses, the catalog files load as
     definitions, as they would from the mounted folder."""
-    from webhook.karta.model import load_files
+    from webhook.karta.loading import load_files
     from webhook.mutation.policy import parse_policy
 
     objs = helm.template(ALL_ON)

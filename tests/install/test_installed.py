@@ -32,7 +32,11 @@ def _installed_catalog(tmp_path: Path) -> Path:
     import sys
 
     run = subprocess.run(
-        [sys.executable, "-c", "from webhook.karta.model import catalog_dir; print(catalog_dir())"],
+        [
+            sys.executable,
+            "-c",
+            "from webhook.karta.loading import catalog_dir; print(catalog_dir())",
+        ],
         capture_output=True,
         text=True,
         cwd=tmp_path,

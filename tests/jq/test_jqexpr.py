@@ -13,7 +13,8 @@ from helpers import ENGINE, SAMPLES
 from webhook.base.documents import read_documents
 from webhook.base.limits import MAX_RESULTS
 from webhook.jq.engine import Mode, Outcome, plain, prepare, walked
-from webhook.karta.model import catalog_dir, jq_fields, load_files
+from webhook.karta.loading import catalog_dir, load_files
+from webhook.karta.model import jq_fields
 
 
 def test_sandbox_has_no_environment_and_is_bounded() -> None:

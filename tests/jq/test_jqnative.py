@@ -21,7 +21,8 @@ from jqdiff import assert_same, libjq, native, strict
 
 from webhook.base.documents import read_documents
 from webhook.jq.native import evaluate as jqnative
-from webhook.karta.model import catalog_dir, jq_fields, load_files, parse
+from webhook.karta.loading import catalog_dir, load_files
+from webhook.karta.model import jq_fields, parse
 
 SAMPLES = [
     obj for f in sorted((catalog_dir() / "samples").rglob("*.yaml")) for _, obj in read_documents(f)

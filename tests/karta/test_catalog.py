@@ -19,7 +19,8 @@ from helpers import ENGINE
 
 from webhook.base.documents import read_documents
 from webhook.base.gvk import GVK
-from webhook.karta.model import catalog_dir, load_files, parse
+from webhook.karta.loading import catalog_dir, load_files
+from webhook.karta.model import parse
 from webhook.karta.samples import SampleIndex
 from webhook.mutation.plan import plan
 from webhook.mutation.policy import parse_policy

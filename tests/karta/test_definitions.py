@@ -8,7 +8,7 @@ import pytest
 
 from webhook.base.documents import read_documents
 from webhook.base.errors import DefinitionError
-from webhook.karta.model import catalog_dir, load_definition
+from webhook.karta.loading import catalog_dir, load_definition
 
 
 @pytest.mark.parametrize(

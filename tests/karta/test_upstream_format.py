@@ -14,7 +14,8 @@ from test_validation import SAMPLES, base, child, errors_at, root, run
 
 from webhook.cli.livedescribe_pods import type_selected
 from webhook.cli.main import EXIT_OK, main
-from webhook.karta.model import load_definition, parse
+from webhook.karta.loading import load_definition
+from webhook.karta.model import parse
 from webhook.karta.statusmodel import StatusDefinition
 from webhook.workload import phase as status
 

@@ -20,7 +20,7 @@ from webhook.admission.review import decode, encode
 from webhook.karta import carry
 from webhook.karta import model as definitions
 from webhook.karta.carry import REFUSED_ANNOTATION
-from webhook.karta.model import catalog_dir
+from webhook.karta.loading import catalog_dir
 from webhook.mutation.plan import NOT_APPLICABLE
 from webhook.mutation.policy import PolicyError, parse_policy
 

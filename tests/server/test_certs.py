@@ -18,16 +18,16 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
-from webhook.server import certs
+from webhook.server import certs, certs_x509
 from webhook.server.certs import (
     CertError,
     CertPaths,
     cert_fingerprint,
     cert_sans,
-    ensure_dev_certs,
     service_dns_names,
     write_certs,
 )
+from webhook.server.certs_dev import ensure_dev_certs
 
 SERVICE, NAMESPACE = "karta-webhook", "karta-system"
 SVC_NAMES = [
@@ -279,8 +279,8 @@ def test_dev_certs_other_hosts_regenerated(tmp_path: Path) -> None:
 
 
 def _shift_clock(monkeypatch: pytest.MonkeyPatch, delta: dt.timedelta) -> None:
-    real = certs._now
-    monkeypatch.setattr(certs, "_now", lambda: real() + delta)
+    real = certs_x509.now
+    monkeypatch.setattr(certs_x509, "now", lambda: real() + delta)
 
 
 @pytest.mark.parametrize(

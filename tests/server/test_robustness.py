@@ -19,7 +19,7 @@ from helpers import ENGINE
 from webhook.admission.registry import load_registry
 from webhook.base.documents import read_documents
 from webhook.base.gvk import GVK
-from webhook.karta.model import catalog_dir
+from webhook.karta.loading import catalog_dir
 from webhook.mutation.plan import plan
 from webhook.mutation.policy import parse_policy
 from webhook.workload.resolve import resolve

@@ -22,7 +22,7 @@ from webhook.admission.handlers import validate
 from webhook.admission.review import request_for
 from webhook.base.documents import read_documents
 from webhook.base.gvk import GVK
-from webhook.karta.model import catalog_dir
+from webhook.karta.loading import catalog_dir
 from webhook.karta.samples import SampleIndex
 from webhook.schema.crds import SchemaIndex, read_crds
 from webhook.validation.check import SYNTHESISED, Report

@@ -11,7 +11,8 @@ from helpers import ENGINE
 
 from webhook.base.documents import read_documents
 from webhook.base.gvk import GVK
-from webhook.karta.model import catalog_dir, parse, samples_dir
+from webhook.karta.loading import catalog_dir, samples_dir
+from webhook.karta.model import parse
 from webhook.karta.samples import SampleIndex
 from webhook.validation.check import Report, check
 

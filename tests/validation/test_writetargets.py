@@ -21,7 +21,7 @@ from helpers import ENGINE
 from test_validation import BASE, SAMPLES
 
 from webhook.base.gvk import GVK
-from webhook.karta.model import catalog_dir, samples_dir
+from webhook.karta.loading import catalog_dir, samples_dir
 from webhook.karta.samples import SampleIndex
 from webhook.schema.builtin import builtin_schema
 from webhook.validation.check import Report, check

@@ -371,7 +371,7 @@ def test_the_master_freezes_its_heap_before_each_fork(tmp_path: Any, monkeypatch
 
     from webhook.admission.registry import State
     from webhook.server import run as serving
-    from webhook.server.certs import ensure_dev_certs
+    from webhook.server.certs_dev import ensure_dev_certs
 
     seen: dict[str, Any] = {}
 

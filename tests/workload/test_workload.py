@@ -7,7 +7,7 @@ from typing import Any
 from helpers import ENGINE, JOBSET_SAMPLE, REGISTRY, apply, policy, sample
 
 from webhook.base.gvk import GVK
-from webhook.karta.model import load_definition
+from webhook.karta.loading import load_definition
 from webhook.mutation.plan import plan
 from webhook.workload.resolve import resolve
 

@@ -396,7 +396,7 @@ def conflicting_karta(obj: Mapping[str, Any], existing: Sequence[Mapping[str, An
 
 class DefinitionVet:
     """``/validate``'s checks for a definition that comes from a file or the cluster, before
-    it is used (one rulebook for every source), as a :data:`~webhook.karta.model.Vet`:
+    it is used (one rulebook for every source), as a :data:`~webhook.karta.loading.Vet`:
     :func:`webhook.validation.check.check` against ``samples`` of its root kind and its root kind's
     schema (``schemas()``: the cluster's CRDs when known; else a built-in kind's), the
     problems at their fields. What only ``/validate`` judges is left out: the

@@ -21,7 +21,8 @@ from typing import Any, Protocol
 from webhook.base.documents import document_files, yaml_files
 from webhook.base.errors import KartaError
 from webhook.base.gvk import GVK
-from webhook.karta.model import Karta, Loaded, Vet, catalog_dir, load_each, load_files
+from webhook.karta.loading import Loaded, Vet, catalog_dir, load_each, load_files
+from webhook.karta.model import Karta
 from webhook.karta.samples import Sample
 from webhook.mutation.policy import EMPTY, Policy, load_policy
 from webhook.schema.crds import SchemaIndex
@@ -117,7 +118,7 @@ class FileLoads:
 
     def load(self, paths: Sequence[Path | str], vet: Vet | None) -> Loaded:
         """The definitions in ``paths`` (files, or directories' top-level files) as
-        :func:`~webhook.karta.model.load_each` reads them, reusing what an earlier call read
+        :func:`~webhook.karta.loading.load_each` reads them, reusing what an earlier call read
         from a file with the same bytes (the very same :class:`Loaded` when no file changed,
         appeared or went). A path that does not exist raises as it does."""
         if not paths:

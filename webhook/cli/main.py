@@ -31,7 +31,8 @@ from webhook.base.gvk import GVK
 from webhook.cli import serve as serve_cmd
 from webhook.cli import suite
 from webhook.jq.engine import Engine
-from webhook.karta.model import is_karta, not_a_karta, samples_dir
+from webhook.karta.loading import samples_dir
+from webhook.karta.model import is_karta, not_a_karta
 from webhook.karta.samples import SampleIndex
 from webhook.mutation.policy import EMPTY, load_policy
 from webhook.workload import render as describe
@@ -356,7 +357,7 @@ def catalog_kartas() -> list[dict[str, Any]]:
     built-in copies (the cluster's definition wins for its kind), so ``kubectl get kartas``
     shows what the webhook uses and the leader writes their status conditions."""
     from webhook.admission.manifests import LABELS
-    from webhook.karta.model import catalog_dir
+    from webhook.karta.loading import catalog_dir
 
     out = []
     for path in sorted(catalog_dir().glob("*.yaml")):

@@ -237,7 +237,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     from webhook.admission.handlers import definition_vet
     from webhook.admission.registry import State
-    from webhook.karta.model import samples_dir
+    from webhook.karta.loading import samples_dir
     from webhook.karta.samples import SampleIndex
 
     # First what can be wrong with the input (exit 2), before anything is set up for serving.

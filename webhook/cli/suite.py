@@ -44,7 +44,7 @@ from webhook.base.errors import DefinitionError, InputError
 from webhook.base.gvk import GVK
 from webhook.cli.suitefile import SUITE_FILES, Case, Suite, find_suites, load_suite, read_crd_files
 from webhook.jq.engine import Engine, pointer
-from webhook.karta.model import load_definition
+from webhook.karta.loading import load_definition
 from webhook.karta.samples import SampleIndex
 from webhook.mutation.policy import Policy
 from webhook.schema.synthesis import apply_defaults

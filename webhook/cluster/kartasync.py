@@ -32,7 +32,8 @@ from webhook.cluster.listwatch import (
     resource_version,
 )
 from webhook.jq.engine import Engine
-from webhook.karta.model import GROUP, VERSION, Karta, Vet, load_definition, samples_dir
+from webhook.karta.loading import Vet, load_definition, samples_dir
+from webhook.karta.model import GROUP, VERSION, Karta
 from webhook.karta.samples import SampleIndex
 from webhook.validation.check import check
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal
 
 from webhook.base.limits import (
     COMPILE_TIMEOUT,
@@ -34,6 +34,7 @@ from webhook.base.limits import (
     POINTER_CACHE_KEY,
 )
 from webhook.jq import paths as jqpath
+from webhook.jq.memo import Memo
 from webhook.jq.native import evaluate as jqnative
 from webhook.jq.native.evaluate import JqError, LimitError, NeedsLibjq, Program
 from webhook.jq.paths import PathToken, Step
@@ -75,36 +76,6 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.error is None
-
-
-K = TypeVar("K", str, tuple[PathToken, ...])
-V = TypeVar("V")
-
-
-class Memo(Generic[K, V]):
-    """A memo bounded in bytes: an entry's size is its key's length (or the ``size`` given);
-    entries larger than ``max_key`` are never kept, and when ``max_bytes`` would be passed the
-    memo starts over. Keys come from definitions and objects, so an attacker decides how many
-    and how long they are."""
-
-    def __init__(self, max_bytes: int, max_key: int) -> None:
-        self.max_bytes = max_bytes
-        self.max_key = max_key
-        self.data: dict[K, V] = {}
-        self.bytes = 0
-
-    def get(self, key: K) -> V | None:
-        return self.data.get(key)
-
-    def put(self, key: K, value: V, size: int | None = None) -> None:
-        n = len(key) if size is None else size
-        if n > self.max_key:
-            return
-        if self.bytes + n > self.max_bytes:
-            self.data.clear()
-            self.bytes = 0
-        self.data[key] = value
-        self.bytes += n
 
 
 #: A plain path as evaluated: its steps, the names when every step is an object key (most

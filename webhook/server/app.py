@@ -36,6 +36,7 @@ from webhook.base.limits import (
 )
 from webhook.jq.engine import Engine
 from webhook.jq.sandbox import Sandbox
+from webhook.karta import loading
 from webhook.karta import model as definitions
 from webhook.karta.model import is_karta_kind
 from webhook.karta.samples import SampleIndex
@@ -82,7 +83,7 @@ class Webhooks:
             with self._samples_lock:
                 if self._samples is None:
                     try:
-                        self._samples = SampleIndex.load([definitions.samples_dir()])
+                        self._samples = SampleIndex.load([loading.samples_dir()])
                     except Exception:
                         log.exception("cannot load the bundled samples; validating without them")
                         self._samples = SampleIndex()

@@ -7,8 +7,9 @@ certificate against the ``caBundle`` of the webhook configuration and the Servic
 * :func:`write_certs` makes a CA and a serving certificate for an in-cluster Service; the
   ``karta-webhook certs`` command writes them to a directory, from which a Secret
   ``karta-webhook-tls`` is created and ``ca.crt`` becomes the ``caBundle``.
-* :func:`ensure_dev_certs` gives ``karta-webhook serve`` without TLS flags a working pair for
-  ``localhost``/``127.0.0.1``, reusing what an earlier run left behind when it is still good.
+* :func:`webhook.server.certs_dev.ensure_dev_certs` gives ``karta-webhook serve`` without TLS
+  flags a working pair for ``localhost``/``127.0.0.1``, reusing what an earlier run left
+  behind when it is still good.
 
 Why the care with files: the server reloads its certificate when the files change, so a watcher
 must never see half a file (every write goes to a temporary file in the same directory and is
@@ -28,18 +29,16 @@ import ipaddress
 import os
 import re
 import secrets
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from webhook.base.errors import KartaError
+from webhook.server import certs_x509
 
 __all__ = [
     "CA_CERT_FILE",
@@ -50,7 +49,6 @@ __all__ = [
     "CertPaths",
     "cert_fingerprint",
     "cert_sans",
-    "ensure_dev_certs",
     "read_ca_bundle",
     "service_dns_names",
     "serving_pair_problem",
@@ -64,11 +62,6 @@ KEY_FILE = "tls.key"
 
 #: The CA outlives the serving certificates it signs, so re-issuing them keeps the caBundle.
 CA_DAYS = 3650
-#: Certificates that expire within this margin are not reused by :func:`ensure_dev_certs`.
-RENEW_MARGIN = _dt.timedelta(days=1)
-#: Backdating of ``notBefore`` so a node whose clock is a little behind accepts a fresh cert.
-CLOCK_SKEW = _dt.timedelta(minutes=5)
-
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # fullmatch: no final newline
 _KEY_MODE = 0o600
 _CERT_MODE = 0o644
@@ -135,43 +128,13 @@ def write_certs(out_dir: Path, service: str, namespace: str, days: int = 365) ->
             f"certificate validity must be at most {latest} days (to 9999-12-31), got {days}"
         )
     names = service_dns_names(service, namespace)
-    return _issue(
+    return issue(
         Path(out_dir),
         common_name=names[2],
         dns_names=names,
         ips=[],
         days=days,
         ca_name=f"karta-webhook-ca ({namespace}/{service})",
-    )
-
-
-def ensure_dev_certs(out_dir: Path, hosts: Sequence[str] = ("localhost", "127.0.0.1")) -> CertPaths:
-    """A CA and serving certificate for development (``karta-webhook serve`` without TLS flags).
-
-    Files already in ``out_dir`` are reused when the serving certificate names exactly
-    ``hosts`` (DNS names, IP addresses as IP SANs), is signed by ``ca.crt``, matches ``tls.key``
-    and is valid for at least another day; anything else (missing, expired, garbage, other
-    hosts) is replaced by a new pair valid for a year.
-    """
-    if not hosts:
-        raise CertError("at least one host name or IP address is needed for a dev certificate")
-    dns_names: list[str] = []
-    ips: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = []
-    for host in hosts:
-        try:
-            ips.append(ipaddress.ip_address(host))
-        except ValueError:
-            dns_names.append(host)
-    paths = CertPaths.in_dir(Path(out_dir))
-    if _reusable(paths, dns_names, ips):
-        return paths
-    return _issue(
-        Path(out_dir),
-        common_name=hosts[0],
-        dns_names=dns_names,
-        ips=ips,
-        days=365,
-        ca_name="karta-webhook dev CA",
     )
 
 
@@ -183,14 +146,14 @@ def cert_fingerprint(path: Path) -> str:
 
 def cert_sans(path: Path) -> list[str]:
     """The subject alternative names of a PEM certificate, DNS names and IPs as strings."""
-    return [str(v) for v in _sans(_load_cert(Path(path)))]
+    return [str(v) for v in certs_x509.sans(_load_cert(Path(path)))]
 
 
 # ---------------------------------------------------------------------------------------------
 # issuing
 
 
-def _issue(
+def issue(
     out_dir: Path,
     *,
     common_name: str,
@@ -201,15 +164,15 @@ def _issue(
 ) -> CertPaths:
     _prepare_dir(out_dir)
     paths = CertPaths.in_dir(out_dir)
-    now = _now()
+    now = certs_x509.now()
     not_after = now + _dt.timedelta(days=days)
 
     ca = _load_ca(paths, valid_until=not_after)
     if ca is None:
         ca_key = ec.generate_private_key(ec.SECP256R1())
-        ca_cert = _make_ca(ca_key, ca_name, now, max(days, CA_DAYS))
+        ca_cert = certs_x509.make_ca(ca_key, ca_name, now, max(days, CA_DAYS))
         # The key goes first: a reader that finds ca.crt can rely on ca.key being there.
-        _atomic_write(paths.ca_key, _key_pem(ca_key), _KEY_MODE)
+        _atomic_write(paths.ca_key, certs_x509.key_pem(ca_key), _KEY_MODE)
         _atomic_write(paths.ca_cert, ca_cert.public_bytes(serialization.Encoding.PEM), _CERT_MODE)
     else:
         ca_cert, ca_key = ca
@@ -222,11 +185,11 @@ def _issue(
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
-        .serial_number(_serial())
-        .not_valid_before(now - CLOCK_SKEW)
+        .serial_number(certs_x509.serial())
+        .not_valid_before(now - certs_x509.CLOCK_SKEW)
         .not_valid_after(min(not_after, ca_cert.not_valid_after_utc))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_key_usage(ca=False), critical=True)
+        .add_extension(certs_x509.key_usage(ca=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
@@ -237,66 +200,9 @@ def _issue(
         .sign(ca_key, hashes.SHA256())
     )
     # Key before certificate: a server that reloads on a change of tls.crt finds the new key.
-    _atomic_write(paths.key, _key_pem(key), _KEY_MODE)
+    _atomic_write(paths.key, certs_x509.key_pem(key), _KEY_MODE)
     _atomic_write(paths.cert, cert.public_bytes(serialization.Encoding.PEM), _CERT_MODE)
     return paths
-
-
-def _make_ca(
-    key: ec.EllipticCurvePrivateKey, name: str, now: _dt.datetime, days: int
-) -> x509.Certificate:
-    subject = x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "karta-webhook"),
-            x509.NameAttribute(NameOID.COMMON_NAME, name),
-        ]
-    )
-    return (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(_serial())
-        .not_valid_before(now - CLOCK_SKEW)
-        .not_valid_after(now + _dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(_key_usage(ca=True), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-
-
-def _key_usage(*, ca: bool) -> x509.KeyUsage:
-    """ECDSA keys only sign: a serving key signs the TLS handshake, a CA key also signs
-    certificates and CRLs."""
-    return x509.KeyUsage(
-        digital_signature=True,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=ca,
-        crl_sign=ca,
-        encipher_only=False,
-        decipher_only=False,
-    )
-
-
-def _serial() -> int:
-    # 159 random bits: positive and within the 20 octets RFC 5280 allows.
-    return secrets.randbits(159) | 1
-
-
-def _now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.UTC).replace(microsecond=0)
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -361,7 +267,7 @@ def serving_pair_problem(
         key = serialization.load_pem_private_key(key_pem, password=None)
     except (ValueError, TypeError):
         return f"{key_flag} {key_path}: no unencrypted PEM private key in it"
-    if not _same_public_key(certs[0], key):
+    if not certs_x509.same_public_key(certs[0], key):
         return f"{key_flag} {key_path} is not the key of {cert_flag} {cert_path}"
     return None
 
@@ -377,90 +283,27 @@ def _load_cert(path: Path) -> x509.Certificate:
         raise CertError(f"{path} does not hold a PEM certificate: {e}") from e
 
 
-def _load_ec_key(path: Path) -> ec.EllipticCurvePrivateKey | None:
-    """The EC private key in ``path``, or None if it is missing, garbage or of another type."""
-    try:
-        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-    except (OSError, ValueError, TypeError):
-        return None
-    return key if isinstance(key, ec.EllipticCurvePrivateKey) else None
-
-
-def _try_cert(path: Path) -> x509.Certificate | None:
+def try_cert(path: Path) -> x509.Certificate | None:
     try:
         return _load_cert(path)
     except CertError:
         return None
 
 
-def _same_public_key(cert: x509.Certificate, key: PrivateKeyTypes) -> bool:
-    fmt = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    return cert.public_key().public_bytes(*fmt) == key.public_key().public_bytes(*fmt)
-
-
-def _is_ca(cert: x509.Certificate) -> bool:
-    try:
-        bc = cert.extensions.get_extension_for_class(x509.BasicConstraints).value
-        ku = cert.extensions.get_extension_for_class(x509.KeyUsage).value
-    except x509.ExtensionNotFound:
-        return False
-    return bc.ca and ku.key_cert_sign
-
-
 def _load_ca(
     paths: CertPaths, valid_until: _dt.datetime
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None:
     """A usable CA from ``ca.crt``/``ca.key``, or None when one must be made."""
-    cert = _try_cert(paths.ca_cert)
-    key = _load_ec_key(paths.ca_key)
+    cert = try_cert(paths.ca_cert)
+    key = certs_x509.load_ec_key(paths.ca_key)
     if cert is None or key is None:
         return None
-    if not (_is_ca(cert) and _same_public_key(cert, key)):
+    if not (certs_x509.is_ca(cert) and certs_x509.same_public_key(cert, key)):
         return None
-    now = _now()
+    now = certs_x509.now()
     if cert.not_valid_before_utc > now or cert.not_valid_after_utc < valid_until:
         return None
     return cert, key
-
-
-def _sans(cert: x509.Certificate) -> list[str | ipaddress.IPv4Address | ipaddress.IPv6Address]:
-    try:
-        ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except x509.ExtensionNotFound:
-        return []
-    out: list[str | ipaddress.IPv4Address | ipaddress.IPv6Address] = []
-    out += ext.get_values_for_type(x509.DNSName)
-    out += [
-        ip
-        for ip in ext.get_values_for_type(x509.IPAddress)
-        if isinstance(ip, ipaddress.IPv4Address | ipaddress.IPv6Address)
-    ]
-    return out
-
-
-def _reusable(
-    paths: CertPaths,
-    dns_names: Iterable[str],
-    ips: Iterable[ipaddress.IPv4Address | ipaddress.IPv6Address],
-) -> bool:
-    """Whether the files in ``paths`` are a complete, matching, not nearly expired set."""
-    ca = _try_cert(paths.ca_cert)
-    leaf = _try_cert(paths.cert)
-    key = _load_ec_key(paths.key)
-    if ca is None or leaf is None or key is None or not _is_ca(ca):
-        return False
-    if not _same_public_key(leaf, key):
-        return False
-    try:
-        leaf.verify_directly_issued_by(ca)
-    except (ValueError, TypeError, InvalidSignature):
-        return False
-    now = _now()
-    for cert in (ca, leaf):
-        if cert.not_valid_before_utc > now or cert.not_valid_after_utc < now + RENEW_MARGIN:
-            return False
-    have = set(map(str, _sans(leaf)))
-    return have == {*dns_names, *map(str, ips)}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -42,8 +42,8 @@ WorkerStart = Callable[[State, Engine], Any]
 def dev_certificate(certs_dir: Path, port: int) -> tuple[Path, Path]:
     """The certificate and key for serving without ``--tls-cert``: a development CA and a
     certificate for localhost, made or reused in ``certs_dir`` (see
-    :func:`~webhook.server.certs.ensure_dev_certs`). Logs which CA to trust and how to try it."""
-    from webhook.server.certs import ensure_dev_certs
+    :func:`~webhook.server.certs_dev.ensure_dev_certs`). Logs which CA to trust and how to try it."""
+    from webhook.server.certs_dev import ensure_dev_certs
 
     paths = ensure_dev_certs(certs_dir)
     log.info(

@@ -2,7 +2,7 @@
 pinned Go modules by ``hack/build-tools.sh``, and kubectl from the test extras.
 
 :func:`start` makes the PKI with ``cryptography`` (a CA and a serving certificate for
-127.0.0.1 from :func:`webhook.server.certs.ensure_dev_certs`, an RSA service-account key, a static token
+127.0.0.1 from :func:`webhook.server.certs_dev.ensure_dev_certs`, an RSA service-account key, a static token
 file), starts etcd and kube-apiserver on free loopback ports in their own process groups, waits
 for ``/readyz`` and the ``default`` namespace and writes a kubeconfig. :meth:`ControlPlane.stop`
 ends both by their own process ids (the apiserver first, it drains), and leaves their logs in
@@ -213,7 +213,7 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
 def _write_pki(pki: Path) -> tuple[Path, Path, Path, Path]:
     """CA + serving cert for 127.0.0.1/localhost (the apiserver's, and trusted by clients),
     and the service-account signing key."""
-    from webhook.server.certs import ensure_dev_certs
+    from webhook.server.certs_dev import ensure_dev_certs
 
     paths = ensure_dev_certs(pki)
     sa_key = pki / "sa.key"
