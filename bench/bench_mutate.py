@@ -44,7 +44,7 @@ from webhook.admission import handlers  # noqa: E402
 from webhook.admission import review as admission  # noqa: E402
 from webhook.admission.registry import load_registry  # noqa: E402
 from webhook.jq.engine import Engine  # noqa: E402
-from webhook.mutation.policy import parse_policy  # noqa: E402
+from webhook.mutation.policyfile import parse_policy  # noqa: E402
 
 SAMPLES = ROOT / "catalog" / "samples"
 POLICY = parse_policy(

@@ -38,7 +38,7 @@ from webhook.admission.registry import State
 from webhook.admission.review import Request
 from webhook.base.gvk import GVK
 from webhook.cluster.kartasync import load_cluster_karta
-from webhook.mutation.policy import parse_policy
+from webhook.mutation.policyfile import parse_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 KARTAS = "/apis/run.ai/v1alpha1/kartas"

@@ -18,7 +18,8 @@ from webhook.admission.registry import load_registry
 from webhook.base.documents import read_documents
 from webhook.jq.engine import Engine
 from webhook.karta.loading import catalog_dir
-from webhook.mutation.policy import Policy, parse_policy
+from webhook.mutation.policy import Policy
+from webhook.mutation.policyfile import parse_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 JOBSET = ROOT / "catalog/samples/jobset.x-k8s.io-jobset-v1alpha2/leader-workers.yaml"

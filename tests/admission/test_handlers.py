@@ -23,7 +23,7 @@ from webhook.admission.handlers import conflicting_karta, mutate_object
 from webhook.admission.review import Request
 from webhook.base.gvk import GVK
 from webhook.karta.samples import SampleIndex
-from webhook.mutation.policy import parse_policy
+from webhook.mutation.policyfile import parse_policy
 
 
 def _review(obj: dict[str, Any], operation: str) -> Any:

@@ -39,7 +39,7 @@ from webhook.cli.main import EXIT_FINDING, EXIT_INPUT, main
 from webhook.jq.syntax import screen
 from webhook.karta.loading import load_definition
 from webhook.karta.samples import SampleIndex
-from webhook.mutation.policy import parse_policy
+from webhook.mutation.policyfile import parse_policy
 from webhook.server import app as server
 from webhook.server import metrics
 from webhook.validation.check import check
@@ -165,7 +165,7 @@ def test_failure_mode_open_allows_with_a_warning_and_a_metric() -> None:
 
 
 def test_failure_mode_is_checked_when_the_policy_loads() -> None:
-    from webhook.mutation.policy import PolicyError
+    from webhook.mutation.policyfile import PolicyError
 
     with pytest.raises(PolicyError) as e:
         parse_policy({"failureMode": "sometimes", "rules": []})

@@ -318,7 +318,7 @@ def test_the_policy_is_the_bases_with_its_failure_mode(
 ) -> None:
     """The chart spells out ``failureMode`` (its value ``failureMode``); the base leaves it to
     the server's default, which is the chart's default too."""
-    from webhook.mutation.policy import parse_policy
+    from webhook.mutation.policyfile import parse_policy
 
     base = policy_of(kustomize(kubectl, MANIFESTS))
     chart = policy_of(helm.template())
@@ -752,7 +752,7 @@ def test_rendered_policy_and_catalog_load_in_the_server(helm: Helm, tmp_path: Pa
     """The ConfigMaps hold what ``serve`` reads: the policy parses, the catalog files load as
     definitions, as they would from the mounted folder."""
     from webhook.karta.loading import load_files
-    from webhook.mutation.policy import parse_policy
+    from webhook.mutation.policyfile import parse_policy
 
     objs = helm.template(ALL_ON)
     policy = parse_policy(policy_of(objs))
@@ -813,19 +813,19 @@ def test_schema_refuses(helm: Helm, values: Obj, named: str) -> None:
 def test_schema_policy_is_the_servers() -> None:
     """The policy's fields and enums in values.schema.json are those the server's parser knows,
     so the schema neither refuses a policy the server takes nor lets a typo through."""
-    from webhook.mutation import policy
+    from webhook.mutation import policy, policyfile
 
     schema = json.loads((CHART / "values.schema.json").read_text())
     props = schema["properties"]
     p = props["policy"]["properties"]
-    assert set(p) | {"failureMode"} == set(policy._POLICY_FIELDS)
+    assert set(p) | {"failureMode"} == set(policyfile._POLICY_FIELDS)
     rule = p["rules"]["items"]
-    assert set(rule["properties"]) == set(policy._RULE_FIELDS)
-    assert set(rule["properties"]["match"]["properties"]) == set(policy._MATCH_FIELDS)
+    assert set(rule["properties"]) == set(policyfile._RULE_FIELDS)
+    assert set(rule["properties"]["match"]["properties"]) == set(policyfile._MATCH_FIELDS)
     toleration = rule["properties"]["tolerations"]["items"]
-    assert set(toleration["properties"]) == set(policy._TOLERATION_FIELDS)
-    assert toleration["properties"]["operator"]["enum"] == list(policy.TOLERATION_OPERATORS)
-    assert toleration["properties"]["effect"]["enum"] == ["", *policy.TOLERATION_EFFECTS]
+    assert set(toleration["properties"]) == set(policy.TOLERATION_FIELDS)
+    assert toleration["properties"]["operator"]["enum"] == list(policyfile.TOLERATION_OPERATORS)
+    assert toleration["properties"]["effect"]["enum"] == ["", *policyfile.TOLERATION_EFFECTS]
     assert p["operations"]["items"]["enum"] == list(policy.OPERATIONS)
     assert props["failureMode"]["enum"] == list(policy.FAILURE_MODES)
     assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"

@@ -23,7 +23,7 @@ from webhook.karta.loading import catalog_dir, load_files
 from webhook.karta.model import parse
 from webhook.karta.samples import SampleIndex
 from webhook.mutation.plan import plan
-from webhook.mutation.policy import parse_policy
+from webhook.mutation.policyfile import parse_policy
 from webhook.validation.check import check
 from webhook.workload.resolve import resolve
 

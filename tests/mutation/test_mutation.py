@@ -6,7 +6,7 @@ from helpers import ENGINE, JOBSET_SAMPLE, REGISTRY, SAMPLES, apply, policy, sam
 
 from webhook.base.gvk import GVK
 from webhook.mutation.plan import plan
-from webhook.mutation.policy import parse_policy
+from webhook.mutation.policyfile import parse_policy
 from webhook.workload.resolve import resolve
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from webhook.base.gvk import GVK
-from webhook.mutation.policy import PolicyError, parse_policy, render
+from webhook.mutation.policy import render
+from webhook.mutation.policyfile import PolicyError, parse_policy
 
 
 def errors_of(doc: object) -> str:

@@ -22,7 +22,7 @@ from webhook.karta import model as definitions
 from webhook.karta.carry import REFUSED_ANNOTATION
 from webhook.karta.loading import catalog_dir
 from webhook.mutation.plan import NOT_APPLICABLE
-from webhook.mutation.policy import PolicyError, parse_policy
+from webhook.mutation.policyfile import PolicyError, parse_policy
 
 GPU = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 SIX = {

@@ -25,7 +25,8 @@ from webhook.karta import model as definitions
 from webhook.karta.model import Karta
 from webhook.mutation import stamp
 from webhook.mutation.plan import Plan, plan
-from webhook.mutation.policy import Match, Policy, Rule, parse_policy
+from webhook.mutation.policy import Match, Policy, Rule
+from webhook.mutation.policyfile import parse_policy
 from webhook.workload.resolve import mutation_requests, resolve
 
 POLICIES: dict[str, Policy] = {

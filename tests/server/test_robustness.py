@@ -21,7 +21,7 @@ from webhook.base.documents import read_documents
 from webhook.base.gvk import GVK
 from webhook.karta.loading import catalog_dir
 from webhook.mutation.plan import plan
-from webhook.mutation.policy import parse_policy
+from webhook.mutation.policyfile import parse_policy
 from webhook.workload.resolve import resolve
 
 REGISTRY = load_registry()

@@ -24,7 +24,8 @@ from webhook.base.gvk import GVK
 from webhook.karta.loading import Loaded, Vet, catalog_dir, load_each, load_files
 from webhook.karta.model import Karta
 from webhook.karta.samples import Sample
-from webhook.mutation.policy import EMPTY, Policy, load_policy
+from webhook.mutation.policy import EMPTY, Policy
+from webhook.mutation.policyfile import load_policy
 from webhook.schema.crds import SchemaIndex
 
 log = logging.getLogger("karta_webhook")

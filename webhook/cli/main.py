@@ -34,7 +34,8 @@ from webhook.jq.engine import Engine
 from webhook.karta.loading import samples_dir
 from webhook.karta.model import is_karta, not_a_karta
 from webhook.karta.samples import SampleIndex
-from webhook.mutation.policy import EMPTY, load_policy
+from webhook.mutation.policy import EMPTY
+from webhook.mutation.policyfile import load_policy
 from webhook.workload import render as describe
 from webhook.workload.resolve import resolve
 

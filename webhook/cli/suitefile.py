@@ -15,7 +15,8 @@ from webhook.base.gvk import GVK
 from webhook.base.limits import MAX_SUITE_CASES, MAX_SUITE_FILES
 from webhook.base.reader import Reader, type_name
 from webhook.karta.model import is_karta
-from webhook.mutation.policy import EMPTY, Policy, load_policy, parse_policy
+from webhook.mutation.policy import EMPTY, Policy
+from webhook.mutation.policyfile import load_policy, parse_policy
 from webhook.schema.crds import SchemaIndex, read_crds
 
 #: The file names a directory is searched for.
