@@ -22,14 +22,9 @@ from webhook.base.gvk import GVK
 from webhook.jq.paths import parse_plain
 from webhook.schema.builtin import builtin_schema
 from webhook.schema.crds import read_crds
+from webhook.schema.defaulting import apply_defaults, copy_json
 from webhook.schema.structural import Outcome, Shape, check_expression, check_path, check_shape
-from webhook.schema.synthesis import (
-    MAP_KEY,
-    apply_defaults,
-    copy_json,
-    minimal_pod_template,
-    synthesize,
-)
+from webhook.schema.synthesis import MAP_KEY, minimal_pod_template, synthesize
 
 CRDS = Path(__file__).resolve().parents[1] / "crds"
 TFJOB = GVK("kubeflow.org", "v1", "TFJob")

@@ -47,7 +47,7 @@ from webhook.jq.engine import Engine, pointer
 from webhook.karta.loading import load_definition
 from webhook.karta.samples import SampleIndex
 from webhook.mutation.policy import Policy
-from webhook.schema.synthesis import apply_defaults
+from webhook.schema.defaulting import apply_defaults
 from webhook.workload.resolve import resolve
 
 __all__ = [

@@ -1,15 +1,12 @@
-"""Objects as the API server would store them: schema defaulting, and synthesised samples.
+"""Sample objects synthesised from a schema alone.
 
-* :func:`apply_defaults` applies a structural schema's ``default:`` values to an object the
-  way the API server does on create (non-nullable nulls without a default dropped first, then
-  every missing property with a default set, recursively, inside array items and map values
-  too, and inside values it has just defaulted). Nothing is invented where there is no default.
-* :func:`synthesize` builds a sample object of a kind from its schema alone, for definitions of
-  kinds nobody has a sample of: required fields, one entry per list and map, first enum values,
-  placeholders, defaults, and a minimal pod template wherever the schema (or the caller) says a
-  pod template goes. It is bounded in depth and size, so self-referencing schemas terminate.
+:func:`synthesize` builds a sample object of a kind from its schema, for definitions of kinds
+nobody has a sample of: required fields, one entry per list and map, first enum values,
+placeholders, defaults, and a minimal pod template wherever the schema (or the caller) says a
+pod template goes. It is bounded in depth and size, so self-referencing schemas terminate.
 
-Both are pure: inputs are never modified, results share nothing with them.
+It is pure: inputs are never modified, results share nothing with them. The defaults it
+applies are :mod:`webhook.schema.defaulting`'s.
 """
 
 from __future__ import annotations
@@ -21,151 +18,20 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from webhook.base.errors import InputError
 from webhook.base.gvk import GVKLike
 from webhook.jq.paths import Index, Iterate, Key
+from webhook.schema.defaulting import ROOT_FIELDS, apply_defaults, copy_json, has_default
 from webhook.schema.nodes import Schema, view
 from webhook.schema.structural import Outcome, SchemaStep, Shape, check_path, check_shape, to_steps
 
 __all__ = [
-    "MAX_DEFAULT_DEPTH",
-    "apply_defaults",
-    "copy_json",
     "minimal_pod_spec",
     "minimal_pod_template",
     "synthesize",
 ]
 
-#: Defaults are applied down to this depth (real objects are ~30 deep).
-MAX_DEFAULT_DEPTH: Final = 100
-#: :func:`copy_json` refuses deeper or larger values (a YAML alias cycle, an alias bomb).
-MAX_OBJECT_DEPTH: Final = 1000
-MAX_OBJECT_NODES: Final = 2_000_000
-#: What the API server handles itself at a resource root: never defaulted from the schema.
-_ROOT_FIELDS: Final = frozenset({"apiVersion", "kind", "metadata"})
 #: Key of the one entry a synthesised map gets.
 MAP_KEY: Final = "example"
-
-
-def copy_json(value: Any) -> Any:
-    """A deep copy of a JSON-like value (mappings become dicts); iterative, bounded.
-
-    Raises :class:`~webhook.base.errors.InputError` past :data:`MAX_OBJECT_DEPTH` levels or
-    :data:`MAX_OBJECT_NODES` values (which is also how a self-containing value ends).
-    """
-    if not isinstance(value, Mapping | list):
-        return value
-    root: Any = {} if isinstance(value, Mapping) else []
-    stack: list[tuple[Any, Any, int]] = [(value, root, 0)]
-    nodes = 0
-    while stack:
-        src, dst, depth = stack.pop()
-        if depth >= MAX_OBJECT_DEPTH:
-            raise InputError(f"object nested deeper than {MAX_OBJECT_DEPTH} levels")
-        pairs = src.items() if isinstance(src, Mapping) else enumerate(src)
-        for k, v in pairs:
-            nodes += 1
-            if nodes > MAX_OBJECT_NODES:
-                raise InputError(f"object has more than {MAX_OBJECT_NODES} values")
-            if isinstance(v, Mapping | list):
-                c: Any = {} if isinstance(v, Mapping) else []
-                stack.append((v, c, depth + 1))
-            else:
-                c = v
-            if isinstance(dst, dict):
-                dst[k] = c
-            else:
-                dst.append(c)
-    return root
-
-
-# --------------------------------------------------------------------------------------------
-# Defaulting
-# --------------------------------------------------------------------------------------------
-
-
-def apply_defaults(schema: Schema, obj: Any, *, resource_root: bool = True) -> Any:
-    """A copy of ``obj`` with ``schema``'s defaults applied as the API server does on create.
-
-    With ``resource_root`` (the default) ``obj`` is a whole resource: its ``apiVersion``,
-    ``kind`` and ``metadata`` are left alone, as the API server does. Values ``obj`` already has
-    are kept, except a null where the schema neither allows null (``nullable``) nor has a
-    default: the API server drops those, and so does this. Raises
-    :class:`~webhook.base.errors.InputError` only for an object :func:`copy_json` refuses.
-    """
-    out = copy_json(obj)
-    node = schema if isinstance(schema, Mapping) else {}
-    _prune_nulls(out, node, 0, resource_root)
-    _default(out, node, 0, resource_root)
-    return out
-
-
-def _has_default(node: Schema | None) -> bool:
-    return isinstance(node, Mapping) and node.get("default") is not None
-
-
-def _nullable(node: Schema) -> bool:
-    return node.get("nullable") is True
-
-
-def _field_schema(node: Schema, key: str) -> Schema | None:
-    v = view(node)
-    if key in v.properties:
-        return v.properties[key]
-    return v.additional if isinstance(v.additional, Mapping) else None
-
-
-def _prune_nulls(x: Any, node: Schema | None, depth: int, root: bool) -> None:
-    if node is None or depth > MAX_DEFAULT_DEPTH:
-        return
-    if isinstance(x, dict):
-        for k in list(x):
-            if root and k in _ROOT_FIELDS:
-                continue
-            sub = _field_schema(node, k)
-            if x[k] is None and sub is not None and not _nullable(sub) and not _has_default(sub):
-                del x[k]
-            else:
-                _prune_nulls(x[k], sub, depth + 1, False)
-    elif isinstance(x, list):
-        items = view(node).items
-        for item in x:
-            _prune_nulls(item, items, depth + 1, False)
-
-
-def _default(x: Any, node: Schema | None, depth: int, root: bool) -> None:
-    if node is None or depth > MAX_DEFAULT_DEPTH:
-        return
-    v = view(node)
-    if isinstance(x, dict):
-        for k, prop in v.properties.items():
-            if (root and k in _ROOT_FIELDS) or not _has_default(prop):
-                continue
-            if k not in x or (x[k] is None and not _nullable(prop)):
-                x[k] = copy_json(prop["default"])
-        for k in list(x):
-            if root and k in _ROOT_FIELDS:
-                continue
-            if k in v.properties:
-                _default(x[k], v.properties[k], depth + 1, False)
-            elif isinstance(v.additional, Mapping):
-                _fill_null(x, k, v.additional)
-                _default(x[k], v.additional, depth + 1, False)
-    elif isinstance(x, list) and v.items is not None:
-        for i in range(len(x)):
-            _fill_null(x, i, v.items)
-            _default(x[i], v.items, depth + 1, False)
-
-
-def _fill_null(container: Any, key: Any, node: Schema) -> None:
-    """A null map value or list item the schema does not allow null for gets its default."""
-    if container[key] is None and not _nullable(node) and _has_default(node):
-        container[key] = copy_json(node["default"])
-
-
-# --------------------------------------------------------------------------------------------
-# Synthesis
-# --------------------------------------------------------------------------------------------
 
 
 def minimal_pod_spec() -> dict[str, Any]:
@@ -212,7 +78,7 @@ def synthesize(
     if namespace is not None:
         metadata["namespace"] = namespace
     obj: dict[str, Any] = {"apiVersion": api_version, "kind": gvk.kind, "metadata": metadata}
-    skip = set(_ROOT_FIELDS) | (set() if include_status else {"status"})
+    skip = set(ROOT_FIELDS) | (set() if include_status else {"status"})
     _Builder(max_depth=max_depth, max_nodes=max_nodes).fill(obj, node, skip)
     for path in pod_template_paths:
         _plant(obj, node, to_steps(path), _ensure_template)
@@ -253,7 +119,7 @@ class _Builder:
             for k, sub in v.properties.items()
             if k not in skip
             and k not in required
-            and (_has_default(sub) or view(sub).kind in ("object", "array"))
+            and (has_default(sub) or view(sub).kind in ("object", "array"))
         ]
         for k in required + optional:
             self.queue.append((obj, k, v.properties[k], depth + 1, k))
@@ -262,7 +128,7 @@ class _Builder:
         v = view(node)
         if v.enum:
             return copy_json(v.enum[0])
-        if _has_default(node) and v.kind not in ("object", "array"):
+        if has_default(node) and v.kind not in ("object", "array"):
             return copy_json(node["default"])
         if v.kind == "string":
             return _string(node, name)
@@ -293,7 +159,7 @@ class _Builder:
             if depth < self.max_depth:
                 self.queue.append((obj, MAP_KEY, v.additional, depth + 1, MAP_KEY))
             return obj
-        self._enqueue_fields(obj, node, depth, set(_ROOT_FIELDS) if v.embedded else set())
+        self._enqueue_fields(obj, node, depth, set(ROOT_FIELDS) if v.embedded else set())
         return obj
 
 

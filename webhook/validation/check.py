@@ -45,8 +45,9 @@ from webhook.karta.fields import Mode, Role
 from webhook.karta.model import JqField, jq_fields, parse
 from webhook.karta.samples import Sample
 from webhook.schema.builtin import builtin_schema
+from webhook.schema.defaulting import apply_defaults
 from webhook.schema.nodes import Schema
-from webhook.schema.synthesis import apply_defaults, synthesize
+from webhook.schema.synthesis import synthesize
 from webhook.validation.report import NO_SAMPLE, Report
 from webhook.validation.samplerules import SampleRules
 from webhook.validation.schemafields import check_fields, check_locations
