@@ -9,13 +9,10 @@ tracking off and leave the path alone; ``[...]``, ``and``/``or`` operands, ``fir
 ``last(f)`` run with tracking on.
 
 Outputs here are ``(value, token, state)``: ``state`` is ``(path, value at path, its token)``
-or None with tracking off; a token says which jv a value is. Values reached by steps from the
-input are named by their place ``(id(parent), key)`` (the input is :data:`ROOT`); values built
-by the expression are fresh (None); an element of a built container may still be a jv of the
-input, so it is :data:`UNKNOWN`, and an identity check on it needs libjq (:class:`NeedsLibjq`).
-(Elements of ``[...]`` and ``{...}`` keep their tokens in a :class:`Built` token.) Builtins
-whose path behaviour is intricate hand over to libjq when tracked: ``index`` (libjq tracks an
-array as a path element) and ``ltrimstr``/``rtrimstr`` when they trim (it tracks a slice).
+or None with tracking off; a token says which jv a value is
+(:mod:`webhook.jq.native.paths_tokens`). Builtins whose path behaviour is intricate hand over to
+libjq when tracked: ``index`` (libjq tracks an array as a path element) and
+``ltrimstr``/``rtrimstr`` when they trim (it tracks a slice).
 """
 
 from __future__ import annotations
@@ -48,8 +45,18 @@ from webhook.jq.native.ast import (
     Try,
     Var,
 )
-from webhook.jq.native.functions import BINARY, UNARY, members, minmax, trimmed
-from webhook.jq.native.ops import JqError, NeedsLibjq, truthy
+from webhook.jq.native.functions import BINARY, UNARY
+from webhook.jq.native.ops import JqError, truthy
+from webhook.jq.native.paths_tokens import (
+    ROOT,
+    Built,
+    Out,
+    binary,
+    child_token,
+    identical,
+    plus_token,
+    unary,
+)
 from webhook.jq.native.stream import (
     charge,
     index_error,
@@ -59,23 +66,9 @@ from webhook.jq.native.stream import (
     product,
 )
 
-__all__ = ["ROOT", "UNKNOWN", "run_paths"]
+__all__ = ["run_paths"]
 
-Out = tuple[Any, Any, Any]  # (value, token, state)
 Env = list[Any]
-
-ROOT: Final = (0, None)
-UNKNOWN: Final = object()
-
-
-class Built:
-    """The token of an array or object built by ``[...]`` or ``{...}``: a fresh value whose
-    elements' tokens are known (``min`` of ``[.a, .b]`` is ``.a`` or ``.b`` itself)."""
-
-    __slots__ = ("elems",)
-
-    def __init__(self, elems: list[Any] | dict[str, Any]) -> None:
-        self.elems = elems
 
 
 def run_paths(node: Node, obj: Any, env: Env) -> tuple[list[tuple[Any, Any]], JqError | None]:
@@ -83,32 +76,10 @@ def run_paths(node: Node, obj: Any, env: Env) -> tuple[list[tuple[Any, Any]], Jq
     outs, err = _collect(node, obj, ROOT, ((), obj, ROOT), env)
     res: list[tuple[Any, Any]] = []
     for v, tok, st in outs:
-        if not _identical(v, tok, st):
+        if not identical(v, tok, st):
             raise JqError(f"Invalid path expression with result {ops.trunc(ops.dump(v))}")
         res.append((st[0], st[1]))
     return res, err
-
-
-def _identical(v: Any, tok: Any, st: Any) -> bool:
-    vap, vtok = st[1], st[2]
-    if v is None or v is True or v is False or vap is None or vap is True or vap is False:
-        return v is vap
-    if tok is UNKNOWN:
-        raise NeedsLibjq("identity of an element of a constructed value")
-    return tok is not None and tok == vtok
-
-
-def _child_token(parent: Any, ptok: Any, key: Any) -> Any:
-    if type(key) is int and key < 0 and type(parent) is list:
-        key += len(parent)
-    if type(ptok) is Built:
-        elems = ptok.elems
-        if isinstance(elems, list):
-            return elems[key] if 0 <= key < len(elems) else None
-        return elems.get(key)
-    if ptok is None or ptok is UNKNOWN:
-        return UNKNOWN
-    return (id(parent), key)
 
 
 def _collect(node: Node, v: Any, tok: Any, st: Any, env: Env) -> tuple[list[Out], JqError | None]:
@@ -147,7 +118,7 @@ def _var(n: Var, v: Any, tok: Any, st: Any, env: Env, out: list[Out]) -> None:
 
 def _step(kind: int, key: Any, opt: bool, item: Out, env: Env, nxt: list[Out]) -> None:
     v, tok, st = item
-    if st is not None and not _identical(v, tok, st):
+    if st is not None and not identical(v, tok, st):
         if kind == ITER:
             raise JqError(
                 f"Invalid path expression near attempt to iterate through {ops.trunc(ops.dump(v))}"
@@ -169,7 +140,7 @@ def _step(kind: int, key: Any, opt: bool, item: Out, env: Env, nxt: list[Out]) -
         else:
             raise iterate_error(v)
         for k, e in pairs:
-            ctok = _child_token(v, tok, k)
+            ctok = child_token(v, tok, k)
             nxt.append((e, ctok, (st[0] + (k,), e, ctok) if st is not None else None))
         return
     if kind == KEY and t is dict:
@@ -183,7 +154,7 @@ def _step(kind: int, key: Any, opt: bool, item: Out, env: Env, nxt: list[Out]) -
         return
     else:
         raise key_error(v, key) if kind == KEY else index_error(v, key)
-    ctok = _child_token(v, tok, key)
+    ctok = child_token(v, tok, key)
     nxt.append((child, ctok, (st[0] + (key,), child, ctok) if st is not None else None))
 
 
@@ -261,17 +232,6 @@ def _and_or(n: And | Or, v: Any, tok: Any, st: Any, env: Env, out: list[Out]) ->
         raise aerr
 
 
-def _plus_token(a: Out, b: Out) -> Any:
-    """The token of ``a + b``: libjq returns an operand itself when the other is null or an
-    empty array/object (``. + []``), a new value otherwise."""
-    av, bv = a[0], b[0]
-    if av is None:
-        return b[1]
-    if bv is None or (type(av) is type(bv) and type(av) in (list, dict) and not bv):
-        return a[1]
-    return None
-
-
 def _binop(n: Binop, v: Any, tok: Any, st: Any, env: Env, out: list[Out]) -> None:
     op = n.op
     arith = ops.ARITH.get(op)
@@ -282,7 +242,7 @@ def _binop(n: Binop, v: Any, tok: Any, st: Any, env: Env, out: list[Out]) -> Non
         r = arith(a[0], b[0])
         rtok = None
         if op == "+":
-            rtok = _plus_token(a, b)
+            rtok = plus_token(a, b)
         elif op == "*" and type(b[0]) is dict and not b[0]:
             rtok = a[1]
         return (r, rtok, st)
@@ -371,11 +331,11 @@ def _call(n: Call, v: Any, tok: Any, st: Any, env: Env, out: list[Out]) -> None:
     if name == "empty":
         return
     if name in UNARY:
-        out.append(_unary(name, v, tok, st))
+        out.append(unary(name, v, tok, st))
     elif name in BINARY:
         vals, err = _values(n.args[0], v, tok, env)
         for a, _, _ in vals:
-            out.append(_binary(name, v, tok, st, a))
+            out.append(binary(name, v, tok, st, a))
         if err is not None:
             raise err
     elif name == "select":
@@ -415,47 +375,6 @@ def _any_all(n: Call, v: Any, tok: Any, st: Any, env: Env, out: list[Out]) -> No
     if gerr is not None:
         raise gerr
     out.append((not is_any, None, st))
-
-
-def _unary(name: str, v: Any, tok: Any, st: Any) -> Out:
-    if name in ("ascii_downcase", "ascii_upcase") and st is not None:
-        if type(v) is not str:
-            raise JqError("explode input must be a string")
-        codes = ops.dump([ord(c) for c in v])  # libjq maps over explode's fresh array
-        raise JqError(f"Invalid path expression near attempt to iterate through {ops.trunc(codes)}")
-    if name == "add":
-        if st is not None and not _identical(v, tok, st):
-            raise JqError(
-                f"Invalid path expression near attempt to iterate through {ops.trunc(ops.dump(v))}"
-            )
-        acc: Out = (None, None, None)
-        members(v)  # libjq's error for anything but an array or object
-        pairs: Any = enumerate(v) if type(v) is list else v.items()
-        for k, e in pairs:
-            item = (e, _child_token(v, tok, k), None)
-            acc = (ops.plus(acc[0], e), _plus_token(acc, item), None)
-        return (acc[0], acc[1], st)
-    if name in ("min", "max"):
-        i = minmax(v, is_min=name == "min")
-        if i is None:
-            return (None, None, st)
-        return (v[i], _child_token(v, tok, i), st)
-    r = UNARY[name](v)
-    keep = (name == "tostring" and type(v) is str) or (name == "tonumber" and ops.is_num(v))
-    return (r, tok if keep else None, st)
-
-
-def _binary(name: str, v: Any, tok: Any, st: Any, arg: Any) -> Out:
-    if name == "index" and st is not None:
-        raise NeedsLibjq("index in a path expression")
-    if name in ("ltrimstr", "rtrimstr"):
-        r = trimmed(v, arg, end=name == "rtrimstr")
-        if r is None:
-            return (v, tok, st)
-        if st is not None:
-            raise NeedsLibjq(f"{name} in a path expression (a slice)")
-        return (r, None, st)
-    return (BINARY[name](v, arg), None, st)
 
 
 _EVAL: Final[dict[type, Callable[..., None]]] = {
