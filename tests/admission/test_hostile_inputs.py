@@ -35,7 +35,8 @@ from webhook.base import jsontext
 from webhook.base.errors import DefinitionError
 from webhook.base.gvk import GVK
 from webhook.base.limits import MAX_EXPRESSION_BYTES, MAX_JSON_DEPTH, YAML_MAX_DEPTH
-from webhook.cli.main import EXIT_FINDING, EXIT_INPUT, main
+from webhook.cli.console import EXIT_FINDING, EXIT_INPUT
+from webhook.cli.main import main
 from webhook.jq.syntax import screen
 from webhook.karta.loading import load_definition
 from webhook.karta.samples import SampleIndex

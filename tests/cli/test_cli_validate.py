@@ -14,7 +14,8 @@ import yaml
 from test_validation import BASE, SAMPLE  # tests/ is on sys.path ("prepend" import mode)
 
 from webhook.base.documents import read_documents
-from webhook.cli.main import EXIT_FINDING, EXIT_INPUT, EXIT_OK, main
+from webhook.cli.console import EXIT_FINDING, EXIT_INPUT, EXIT_OK
+from webhook.cli.main import main
 from webhook.karta.loading import catalog_dir
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.cli.main import EXIT_FINDING, EXIT_INPUT, EXIT_OK, main
+from webhook.cli.console import EXIT_FINDING, EXIT_INPUT, EXIT_OK
+from webhook.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"

@@ -12,8 +12,9 @@ import yaml
 from helpers import ENGINE
 from test_validation import SAMPLES, base, child, errors_at, root, run
 
+from webhook.cli.console import EXIT_OK
 from webhook.cli.livedescribe_pods import type_selected
-from webhook.cli.main import EXIT_OK, main
+from webhook.cli.main import main
 from webhook.karta.loading import load_definition
 from webhook.karta.model import parse
 from webhook.karta.statusmodel import StatusDefinition

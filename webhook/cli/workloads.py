@@ -1,0 +1,155 @@
+"""``mutate`` and ``describe``: workloads from manifests (``-f FILE``) with the policy applied or
+as their workload tree, and ``describe KIND[/NAME]`` of live workloads in a cluster (through
+:mod:`webhook.cli.livedescribe`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import jsonpatch
+
+from webhook.admission.handlers import mutate_object
+from webhook.base.documents import read_documents
+from webhook.base.errors import InputError
+from webhook.base.gvk import GVK
+from webhook.cli import console
+from webhook.cli.console import EXIT_FINDING, EXIT_INPUT, EXIT_OK
+from webhook.jq.engine import Engine
+from webhook.mutation.policy import EMPTY
+from webhook.mutation.policyfile import load_policy
+from webhook.workload import render as describe
+from webhook.workload.resolve import resolve
+
+# --------------------------------------------------------------------------- mutate
+
+
+def cmd_mutate(args: argparse.Namespace) -> int:
+    policy = load_policy(args.policy) if args.policy else EMPTY
+    registry = console.registry(args)
+    docs = read_documents(args.file)
+    engine = Engine()
+    mutated: list[Any] = []
+    patches: list[list[dict[str, Any]]] = []
+    code = EXIT_OK
+    for source, doc in docs:
+        m = mutate_object(registry, policy, doc, engine) if isinstance(doc, dict) else None
+        if m is None:
+            if isinstance(doc, dict):
+                what = f"no definition for {GVK.of(doc) or 'an object without apiVersion/kind'}"
+                code = max(code, EXIT_FINDING)
+            else:  # a bare string, number or list: not a document to mutate at all
+                what = f"not a Kubernetes object (a {type(doc).__name__})"
+                code = EXIT_INPUT
+            console.err(f"{source}: {what}; left as is")
+            mutated.append(doc)
+            patches.append([])
+            continue
+        for w in m.warnings:
+            console.err(f"{source}: warning: {w}")
+        patches.append(m.ops)
+        mutated.append(jsonpatch.apply_patch(doc, m.ops, in_place=True) if m.ops else doc)
+    if args.output == "patch":
+        console.print_json(patches[0] if len(patches) == 1 else patches)
+    elif args.output == "json":
+        console.print_json(
+            mutated[0]
+            if len(mutated) == 1
+            else {"apiVersion": "v1", "kind": "List", "items": mutated}
+        )
+    else:
+        sys.stdout.write(console.dump_yaml(mutated))
+    return code
+
+
+# --------------------------------------------------------------------------- describe
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    """describe -f FILE: the workload tree of manifests; describe KIND/NAME or KIND: live
+    workloads in a cluster (see :mod:`webhook.cli.livedescribe`)."""
+    if args.target is not None:
+        if args.file:
+            raise InputError("describe: give either KIND[/NAME] or -f FILE, not both")
+        return _describe_live(args)
+    if not args.file:
+        raise InputError("describe: give KIND[/NAME] (a live workload) or -f FILE (manifests)")
+    if args.all_namespaces or args.namespace or args.kubeconfig or args.context:
+        raise InputError("describe: -n, -A, --kubeconfig and --context apply to KIND[/NAME]")
+    registry = console.registry(args)
+    docs = read_documents(args.file)
+    engine = Engine()
+    views: list[dict[str, Any]] = []
+    texts: list[str] = []
+    code = EXIT_OK
+    for source, doc in docs:
+        if not isinstance(doc, dict):  # a bare string, number or list: nothing to describe
+            console.err(f"{source}: not a Kubernetes object (a {type(doc).__name__})")
+            code = EXIT_INPUT
+            continue
+        karta = registry.lookup(GVK.of(doc))
+        if karta is None:
+            console.err(
+                f"{source}: no definition for {GVK.of(doc) or 'an object without apiVersion/kind'}"
+            )
+            code = max(code, EXIT_FINDING)
+            continue
+        w = resolve(karta, doc, engine)
+        views.append(describe.as_json(w))
+        texts.append(describe.as_text(w))
+    if args.output in ("json", "yaml"):
+        out: Any = None
+        if len(docs) == 1 and views:
+            out = views[0]
+        elif views or len(docs) != 1:
+            out = {"items": views, "count": len(views)}
+        if out is not None:
+            console.print_data(out, args.output)
+    elif texts:
+        print("\n\n".join(texts))
+    return code
+
+
+def _describe_live(args: argparse.Namespace) -> int:
+    """describe KIND/NAME [-n NS] | KIND [-n NS | -A]: exit 1 for a missing object or a kind
+    without definition, 2 for an unknown kind, an unusable kubeconfig, or a cluster that cannot
+    be reached or forbids the reads."""
+    from webhook.cli import livedescribe, livedescribe_text
+    from webhook.cluster.reads import Cluster, ClusterError, NotFound, connect
+
+    kind, _, name = str(args.target).partition("/")
+    if not kind or (args.target.count("/") > 1) or ("/" in args.target and not name):
+        raise InputError(f"describe: {args.target!r}: want KIND/NAME or KIND")
+    if name and args.all_namespaces:
+        raise InputError("describe: -A lists every workload of a kind; give KIND, not KIND/NAME")
+    try:
+        api, default_ns = connect(args.kubeconfig, args.context)
+        cluster = Cluster(api, default_ns)
+        namespace = args.namespace or default_ns
+        engine = Engine()
+        registry = console.registry(args)
+        if name:
+            data = livedescribe.describe_one(cluster, kind, name, namespace, registry, engine)
+            text = livedescribe_text.as_text(data)
+        else:
+            ns = None if args.all_namespaces else namespace
+            data = livedescribe.describe_all(cluster, kind, ns, registry, engine)
+            text = livedescribe_text.list_text(data, args.all_namespaces)
+            for w in data["warnings"]:
+                console.err(f"warning: {w}")
+            if not data["items"] and args.output == "text":
+                where = "" if args.all_namespaces else f" in namespace {namespace}"
+                console.err(f"no {data['kind']} found{where}")
+                return EXIT_OK
+    except ClusterError as e:
+        console.err(str(e))
+        return EXIT_FINDING if e.finding else EXIT_INPUT
+    except NotFound as e:
+        console.err(f"not found: {e}")
+        return EXIT_FINDING
+    if args.output == "text":
+        print(text)
+    else:
+        console.print_data(data, args.output)
+    return EXIT_OK
