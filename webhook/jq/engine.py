@@ -163,7 +163,7 @@ def pointer(path: Sequence[PathToken]) -> str:
             continue
         esc = memo.get(t)
         if esc is None:
-            esc = t.replace("~", "~0").replace("/", "~1")
+            esc = jqpath.escape(t)
             _escaped.put(t, esc)
         parts.append(esc)
     done = "/" + "/".join(parts) if parts else ""

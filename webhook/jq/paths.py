@@ -368,9 +368,12 @@ def _trunc(text: str) -> str:
     return raw[:cut].decode() + "..." + closer
 
 
+def escape(token: str) -> str:
+    """One key as a JSON Pointer reference token (RFC 6901): ``~`` → ``~0``, ``/`` → ``~1``.
+    The one place this escape is written (:func:`webhook.jq.engine.pointer` memoises it)."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
 def to_pointer(path_tokens: Sequence[PathToken]) -> str:
-    """RFC 6901 JSON Pointer of a jq path: ``~`` → ``~0``, ``/`` → ``~1``; ``()`` → ``""``."""
-    return "".join(
-        "/" + (str(t) if isinstance(t, int) else t.replace("~", "~0").replace("/", "~1"))
-        for t in path_tokens
-    )
+    """RFC 6901 JSON Pointer of a jq path (``()`` → ``""``)."""
+    return "".join("/" + (str(t) if isinstance(t, int) else escape(t)) for t in path_tokens)
