@@ -19,8 +19,9 @@ from helpers import (
 )
 
 from webhook.admission import handlers
-from webhook.admission.handlers import conflicting_karta, mutate_object
+from webhook.admission.handlers import mutate_object
 from webhook.admission.review import Request
+from webhook.admission.rulebook import conflicting_karta
 from webhook.base.gvk import GVK
 from webhook.karta.samples import SampleIndex
 from webhook.mutation.policyfile import parse_policy

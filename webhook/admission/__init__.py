@@ -1,4 +1,5 @@
-"""Admission: the handlers both webhooks and the CLI call, the AdmissionReview codec, the
+"""Admission: the handlers both webhooks and the CLI call, the rulebook a definition is judged
+by (its schema, one Karta per kind, the vet before use), the AdmissionReview codec, the
 definition registry, the webhook configurations, Karta conditions.
 
 Imports every core package (mutation, validation and below); nothing of the server,

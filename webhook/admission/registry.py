@@ -85,7 +85,7 @@ def load_catalogs(
     """The bundled catalog (unless ``bundled`` is false) and each directory or file of
     ``extra``, one definition at a time: a bad one is rejected (with its reasons) and the
     others load. ``vet`` is the check a definition of ``extra`` must pass before it is used
-    (the server's and the CLI's: ``/validate``'s, :func:`webhook.admission.handlers.definition_vet`).
+    (the server's and the CLI's: ``/validate``'s, :func:`webhook.admission.rulebook.definition_vet`).
     The bundled catalog is not vetted here: it ships with this code and passes the same check
     in the test suite (``tests/karta/test_catalog.py``), so checking it again at every start would
     only cost time (about a second for 31 definitions)."""

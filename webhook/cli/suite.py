@@ -37,9 +37,10 @@ from typing import Any, Final
 
 import jsonpatch
 
-from webhook.admission.handlers import mutate_with, schema_for, validate
+from webhook.admission.handlers import mutate_with, validate
 from webhook.admission.registry import Registry, load_registry
 from webhook.admission.review import request_for
+from webhook.admission.rulebook import schema_for
 from webhook.base.errors import DefinitionError, InputError
 from webhook.base.gvk import GVK
 from webhook.cli.suitefile import SUITE_FILES, Case, Suite, find_suites, load_suite, read_crd_files

@@ -18,9 +18,9 @@ from typing import Any
 
 from kubernetes import client
 
-from webhook.admission.handlers import conflicting_karta, definition_vet
 from webhook.admission.manifests import KARTA_RESOURCE
 from webhook.admission.registry import State
+from webhook.admission.rulebook import conflicting_karta, definition_vet
 from webhook.base.errors import DefinitionError, KartaError
 from webhook.base.gvk import GVK
 from webhook.cluster.api import log_event
@@ -45,7 +45,7 @@ def load_cluster_karta(
 ) -> tuple[Karta | None, list[str]]:
     """A Karta from the cluster, or None and the reasons it is not loaded: the shape, the
     safety screen, and ``vet`` (the checks of ``/validate``, as for every source:
-    :func:`webhook.admission.handlers.definition_vet`); without one, the sample-free checks of
+    :func:`webhook.admission.rulebook.definition_vet`); without one, the sample-free checks of
     :func:`webhook.validation.check.check`."""
     source = f"cluster:karta/{object_name(obj)}"
     try:
