@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 import yaml
 
-from webhook.admission.handlers import definition_vet
 from webhook.admission.registry import Registry, load_catalogs
+from webhook.admission.rulebook import definition_vet
 from webhook.base import jsontext
 from webhook.karta.loading import samples_dir
 from webhook.karta.samples import SampleIndex
