@@ -21,8 +21,6 @@ from typing import Any, Final
 
 from webhook.jq.native import ops
 from webhook.jq.native.ast import (
-    ITER,
-    KEY,
     Alt,
     And,
     Bind,
@@ -50,12 +48,10 @@ from webhook.jq.native.stream import (
     One,
     charge,
     collect,
-    index_error,
-    iterate_error,
-    key_error,
     object_key,
     product,
 )
+from webhook.jq.native.values_steps import compile_path
 
 __all__ = ["compile_node"]
 
@@ -67,95 +63,8 @@ def compile_node(n: Node) -> Compiled:
 # ------------------------------------------------------------------------------ paths
 
 
-def _step_one(kind: int, key: Any) -> Callable[[Any], Any]:
-    if kind == KEY:
-
-        def get(v: Any) -> Any:
-            if type(v) is dict:
-                return v.get(key)
-            if v is None:
-                return None
-            raise key_error(v, key)
-
-        return get
-
-    def nth(v: Any) -> Any:
-        if type(v) is list:
-            k = key if key >= 0 else key + len(v)
-            return v[k] if 0 <= k < len(v) else None
-        if v is None:
-            return None
-        raise index_error(v, key)
-
-    return nth
-
-
 def _path(n: Path) -> Compiled:
-    base = compile_node(n.base) if n.base is not None else None
-    simple = all(s.kind != ITER and not s.opt for s in n.steps)
-    if simple and (base is None or base.one is not None):
-        bone = base.one if base is not None else None
-        if all(s.kind == KEY for s in n.steps):
-            names = tuple(s.key for s in n.steps)
-
-            def one(x: Any, env: Env) -> Any:
-                v = bone(x, env) if bone is not None else x
-                for k in names:
-                    if type(v) is dict:
-                        v = v.get(k)
-                    elif v is not None:
-                        raise key_error(v, k)  # type: ignore[arg-type]
-                return v
-
-            return Compiled(one=one)
-        getters = tuple(_step_one(s.kind, s.key) for s in n.steps)
-
-        def one_mixed(x: Any, env: Env) -> Any:
-            v = bone(x, env) if bone is not None else x
-            for g in getters:
-                v = g(v)
-            return v
-
-        return Compiled(one=one_mixed)
-
-    steps = tuple((s.kind, s.key, s.opt, _step_one(s.kind, s.key)) for s in n.steps)
-
-    def fn(x: Any, env: Env, out: list[Any]) -> None:
-        err: JqError | None = None
-        if base is None:
-            cur = [x]
-        else:
-            cur, err = collect(base, x, env)
-        for kind, _key, opt, get in steps:
-            nxt: list[Any] = []
-            try:
-                for v in cur:
-                    if kind == ITER:
-                        t = type(v)
-                        if t is list:
-                            charge(env, len(v))
-                            nxt.extend(v)
-                        elif t is dict:
-                            charge(env, len(v))
-                            nxt.extend(v.values())
-                        elif not opt:
-                            raise iterate_error(v)
-                    elif opt:
-                        with contextlib.suppress(JqError):
-                            nxt.append(get(v))
-                    else:
-                        nxt.append(get(v))
-            except JqError as e:
-                err = e
-            cur = nxt
-        out.extend(cur)
-        if err is not None:
-            raise err
-
-    return Compiled(fn)
-
-
-# ------------------------------------------------------------------------------ structure
+    return compile_path(n, compile_node)
 
 
 def _identity(n: Identity) -> Compiled:
