@@ -27,7 +27,8 @@ from webhook.mutation import stamp
 from webhook.mutation.plan import Plan, plan
 from webhook.mutation.policy import Match, Policy, Rule
 from webhook.mutation.policyfile import parse_policy
-from webhook.workload.resolve import mutation_requests, resolve
+from webhook.workload.batch import mutation_requests
+from webhook.workload.resolve import resolve
 
 POLICIES: dict[str, Policy] = {
     "demo": parse_policy(

@@ -37,6 +37,7 @@ from webhook.mutation.plan import plan
 from webhook.mutation.policy import VARIABLES, Match, Policy, Rule, _setting, render, variables_in
 from webhook.server import metrics
 from webhook.workload import resolve as workload
+from webhook.workload.model import ComponentView
 from webhook.workload.resolve import resolve
 
 POLICY = policy(
@@ -81,7 +82,7 @@ def test_the_shortcut_is_taken_for_components_nobody_listed(
     skipped = [
         c.name
         for c in karta.children
-        if workload._by_parent(c, MILVUS) == workload.ComponentView(c.name, c.kind, c.owner_ref, ())
+        if workload._by_parent(c, MILVUS) == ComponentView(c.name, c.kind, c.owner_ref, ())
     ]
     assert skipped  # the test would prove nothing otherwise
     for c in karta.children:

@@ -30,7 +30,9 @@ from webhook.mutation.plan import Plan, plan
 from webhook.mutation.policy import Policy
 from webhook.schema.crds import SchemaIndex
 from webhook.validation.check import Report, check
-from webhook.workload.resolve import Workload, mutation_requests, resolve
+from webhook.workload.batch import mutation_requests
+from webhook.workload.model import Workload
+from webhook.workload.resolve import resolve
 
 INDEX_LABELS = ("run.ai/karta-group", "run.ai/karta-version", "run.ai/karta-kind")
 

@@ -11,7 +11,7 @@ from webhook.cluster.reads import Cluster, ClusterError, NotFound
 from webhook.jq.engine import Engine, getpath
 from webhook.karta.fields import Role
 from webhook.karta.model import Component, Karta
-from webhook.workload.resolve import Instance, Workload
+from webhook.workload.model import Instance, Workload
 
 #: How deep an owner-reference chain is followed from a pod.
 MAX_OWNER_DEPTH = 8

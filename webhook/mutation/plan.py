@@ -16,7 +16,7 @@ from typing import Any
 from webhook.jq import engine as jqexpr
 from webhook.jq.engine import Path_
 from webhook.mutation.policy import Policy, Rule, toleration_identity
-from webhook.workload.resolve import ComponentView, Instance, Workload
+from webhook.workload.model import ComponentView, Instance, Workload
 
 #: Why a policy could not be applied in full (the ``reason`` of a mutation failure): a write
 #: path failed, a value is in the way, a rendered value is invalid, or the definition gives

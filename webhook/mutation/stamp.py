@@ -29,7 +29,8 @@ from webhook.karta.fields import INJECTABLES, TEMPLATE, Injectable, Role
 from webhook.karta.model import Component, Karta
 from webhook.mutation.plan import Plan, variables
 from webhook.mutation.policy import Policy, Rule, Setting
-from webhook.workload.resolve import identity, instance_ids, mutation_requests
+from webhook.workload.batch import mutation_requests
+from webhook.workload.resolve import identity, instance_ids
 
 
 class _Place(NamedTuple):
@@ -69,7 +70,7 @@ class _Layout:
     #: whether templates are apart by construction: one component, whose path is plain (each
     #: location has one token per step, and no two are the same)
     apart: bool
-    #: what a mutation evaluates (:func:`webhook.workload.resolve.mutation_requests`), for the caller
+    #: what a mutation evaluates (:func:`webhook.workload.batch.mutation_requests`), for the caller
     prepared: Prepared
 
 

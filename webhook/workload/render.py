@@ -1,6 +1,6 @@
 """The workload tree as ``describe`` shows it: as text for people, as JSON for programs.
 
-Both shapes are rendered from the same :class:`~webhook.workload.resolve.Workload`; a new output
+Both shapes are rendered from the same :class:`~webhook.workload.model.Workload`; a new output
 format is one more function here (and its name in the CLI's choices).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.jq.engine import pointer
-from webhook.workload.resolve import ComponentView, Workload
+from webhook.workload.model import ComponentView, Workload
 
 
 def as_json(w: Workload) -> dict[str, Any]:

@@ -1,0 +1,216 @@
+"""The slots of a component's instances, by the spec pattern its definition follows: pod
+templates (``podTemplateSpecPath``), pod specs with their metadata (``podSpecPath``,
+``metadataPath``) and fragments (``fragmentedPodSpecDefinition``), one :class:`Row` per location
+found, before instance ids and replica counts are paired with it
+(:func:`webhook.workload.resolve.resolve`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.jq.engine import Path_, getpath, pointer
+from webhook.karta.fields import (
+    FRAGMENT_INJECTABLES,
+    GPU_FRAGMENTS,
+    INJECTABLES,
+    TEMPLATE,
+    WRITE_FRAGMENTS,
+    Role,
+)
+from webhook.karta.locations import creatable, parent_object
+from webhook.karta.model import Component
+from webhook.workload import gpus
+from webhook.workload.batch import Batch, write_locations
+from webhook.workload.model import Slot
+
+
+@dataclass(slots=True)
+class Row:
+    """One location a component's pod-spec definition found, before instance ids and replica
+    counts are paired with it (by position). ``present`` is false for a null or absent
+    template, which is no instance."""
+
+    loc: Path_ | None
+    present: bool
+    slots: dict[str, Slot] = field(default_factory=dict)
+    gpus: int = 0
+
+
+#: each injectable's steps below a template, and their JSON Pointer suffix
+_IN_TEMPLATE = tuple(
+    (i.key, i.in_template, i.template_base, pointer(i.in_template)) for i in INJECTABLES
+)
+
+
+def template_slots(loc: Path_, template: dict[str, Any]) -> dict[str, Slot]:
+    """Where each injectable goes below the template at ``loc``: its leading
+    ``template_base`` steps (a template's ``spec``) must exist, the rest is created."""
+    at = pointer(loc)
+    base = len(loc)
+    slots = {}
+    for key, steps, own, suffix in _IN_TEMPLATE:
+        anchor: Any = template
+        for tok in steps[:own]:
+            anchor = anchor.get(tok) if isinstance(anchor, dict) else None
+        if isinstance(anchor, dict):
+            slots[key] = Slot((*loc, *steps), base + own, anchor, at + suffix)
+    return slots
+
+
+def template_rows(c: Component, batch: Batch, full: bool, warnings: list[str]) -> list[Row]:
+    """``podTemplateSpecPath``: every injectable at its place below the template, anchored at
+    the resolved template."""
+    rows = []
+    for loc, val in write_locations(batch, c.expr(Role.POD_TEMPLATE_SPEC), c, TEMPLATE, warnings):
+        if not isinstance(val, dict):
+            rows.append(Row(loc, present=False))
+            continue
+        slots = template_slots(loc, val)
+        spec = val.get("spec")
+        pod = gpus.pod_gpus(spec) if full and isinstance(spec, dict) else 0
+        rows.append(Row(loc, True, slots, pod))
+    return rows
+
+
+def pod_spec_rows(
+    c: Component, obj: Mapping[str, Any], batch: Batch, full: bool, warnings: list[str]
+) -> list[Row]:
+    """``podSpecPath`` with an optional ``metadataPath``, paired by position: without a
+    metadata location per pod spec there is nowhere to put labels and annotations."""
+    where = f"component {c.name!r}:"
+    meta_expr = c.expr(Role.METADATA)
+    specs = write_locations(batch, c.expr(Role.POD_SPEC), c, "podSpecPath", warnings)
+    metas = write_locations(batch, meta_expr, c, "metadataPath", warnings)
+    if meta_expr and len(metas) != len(specs):
+        warnings.append(
+            f"{where} metadataPath found {len(metas)} location(s) but podSpecPath {len(specs)}; labels and annotations not written"
+        )
+        metas = []
+    rows = []
+    for i, (loc, val) in enumerate(specs):
+        slots: dict[str, Slot] = {}
+        at = pointer(loc)
+        for inj in INJECTABLES:
+            if inj.in_pod_spec is not None:
+                steps = inj.in_pod_spec
+                slots[inj.key] = Slot((*loc, *steps), len(loc), val, at + pointer(steps))
+            elif inj.in_metadata is not None and metas:
+                meta_loc, meta = metas[i]
+                if (s := _metadata_slot(obj, meta_loc, meta, inj.in_metadata)) is not None:
+                    slots[inj.key] = s
+        present = isinstance(val, dict)
+        rows.append(Row(loc, present, slots, gpus.pod_gpus(val) if full and present else 0))
+    return rows
+
+
+def _metadata_slot(obj: Any, loc: Path_, meta: Any, steps: tuple[str, ...]) -> Slot | None:
+    """``steps`` (labels, annotations) of the metadata object at ``loc``: written inside it
+    when it exists, created with it in its parent when it is null or absent."""
+    path = (*loc, *steps)
+    if isinstance(meta, dict):
+        return Slot(path, len(loc), meta, pointer(path))
+    parent = parent_object(obj, loc) if meta is None else None
+    return Slot(path, len(loc) - 1, parent, pointer(path)) if parent is not None else None
+
+
+@dataclass(frozen=True)
+class _Fragments:
+    """A fragmented component's fields as resolution uses them, derived once per component:
+    each injectable's write field (key, expression or None, field name), then the read-only
+    GPU fields (expression or None) in :data:`GPU_FRAGMENTS` order."""
+
+    writes: tuple[tuple[str, str | None, str], ...]
+    reads: tuple[str | None, ...]
+
+
+def _fragments(c: Component) -> _Fragments:
+    return c.derive("fragments", _fragments_of, c)
+
+
+def _fragments_of(c: Component) -> _Fragments:
+    return _Fragments(
+        tuple(
+            (i.key, c.exprs.get(i.fragment), f"fragmentedPodSpecDefinition.{i.fragment.value}")
+            for i in FRAGMENT_INJECTABLES
+            if i.fragment is not None
+        ),
+        tuple(c.exprs.get(role) for role in GPU_FRAGMENTS),
+    )
+
+
+def fragment_rows(
+    c: Component, obj: Mapping[str, Any], batch: Batch, warnings: list[str], root: bool
+) -> list[Row]:
+    """Fragmented definitions: each field has its own locations (write fields) or values
+    (read-only fields), aligned by position. An instance is present when one of its write
+    fragments has an existing parent object — or, for the root, one that can be created (see
+    :func:`creatable`) — or, with no write fields, a read value is set."""
+    plan = _fragments(c)
+    found: list[list[tuple[Path_, Any]]] = []  # per injectable, in table order
+    n = 0
+    for _, expr, name in plan.writes:
+        locs = write_locations(batch, expr, c, name, warnings) if expr else []
+        found.append(locs)
+        if len(locs) > n:
+            n = len(locs)
+    reads: list[list[Any]] = []  # per GPU field (not requested when mutating)
+    for role, expr in zip(GPU_FRAGMENTS, plan.reads, strict=True):
+        out = batch.get(expr, "values") if expr else None
+        items: list[Any] = []
+        if out is not None:
+            if out.error:
+                warnings.append(f"{_fragment(c, role)}: {out.error}")
+            else:
+                items = out.items
+        reads.append(items)
+        if len(items) > n:
+            n = len(items)
+    if n == 0:
+        return []
+    for roles, table in ((WRITE_FRAGMENTS, found), (GPU_FRAGMENTS, reads)):
+        for k, got in enumerate(table):
+            if got and len(got) != n:
+                warnings.append(
+                    f"{_fragment(c, roles[k])} found {len(got)} result(s), expected {n}; not used"
+                )
+                table[k] = []
+    has_writes = any(found)
+    has_reads = any(reads)
+    parents: dict[Path_, Any] = {}  # a component's fragments usually share their parent
+
+    rows = []
+    for i in range(n):
+        slots: dict[str, Slot] = {}
+        anchor: Path_ | None = None
+        for (key, _, _), locs in zip(plan.writes, found, strict=True):
+            if i >= len(locs):
+                continue
+            loc = locs[i][0]
+            if anchor is None:
+                anchor = loc
+            if not loc:
+                continue
+            up = loc[:-1]
+            parent = parents.get(up, parents)  # the dict itself marks "not looked up yet"
+            if parent is parents:
+                parent = parents[up] = getpath(obj, up)
+            if isinstance(parent, dict):
+                slots[key] = Slot(loc, len(loc) - 1, parent, pointer(loc))
+            elif root and (made := creatable(obj, loc)) is not None:
+                slots[key] = Slot(loc, made[0], made[1], pointer(loc))
+        if has_reads:
+            values = [got[i] if i < len(got) else None for got in reads]
+            gpu = gpus.fragment_gpus(*values)
+            present = bool(slots) if has_writes else any(v is not None for v in values)
+        else:
+            gpu, present = 0, bool(slots)
+        rows.append(Row(anchor, present, slots, gpu))
+    return rows
+
+
+def _fragment(c: Component, role: Role) -> str:
+    """A fragmented field in messages."""
+    return f"component {c.name!r}: fragmentedPodSpecDefinition.{role.value}"
