@@ -28,8 +28,6 @@ builtins not listed in :data:`BUILTINS`.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
 from typing import Final
 
 from webhook.jq import syntax as jqsyntax
@@ -45,7 +43,6 @@ from webhook.jq.native.ast import (
     Call,
     Collect,
     Comma,
-    Format,
     Identity,
     If,
     Literal,
@@ -58,24 +55,15 @@ from webhook.jq.native.ast import (
     Step,
     Try,
     Var,
-    children,
     constant,
     nesting,
 )
-from webhook.jq.syntax import FIELD, IDENT, KEYWORD, NUMBER, OP, STRING, VAR, Token, TokenizeError
+from webhook.jq.native.parse_literals import Reader, Refuse
+from webhook.jq.syntax import FIELD, IDENT, KEYWORD, NUMBER, OP, STRING, VAR, TokenizeError
 
 __all__ = ["Parsed", "parse"]
 
 _COMPARISONS: Final = frozenset({"==", "!=", "<", "<=", ">", ">="})
-_DECIMAL = re.compile(r"[0-9]+\.[0-9]+\Z")
-_MAX_INT: Final = 2**53
-_ESCAPES: Final = {
-    '"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
-}  # fmt: skip
-
-
-class _Refuse(Exception):
-    pass
 
 
 def parse(expr: str, *, max_depth: int = 64) -> Parsed | None:
@@ -92,42 +80,12 @@ def parse(expr: str, *, max_depth: int = 64) -> Parsed | None:
         node = p.parse_pipe()
         if p.i != len(toks):
             return None
-    except (_Refuse, RecursionError):
+    except (Refuse, RecursionError):
         return None
     return Parsed(node, p.slots[0])
 
 
-class _Parser:
-    def __init__(
-        self, toks: Sequence[Token], max_depth: int, scope: list[tuple[str, int]], slots: list[int]
-    ) -> None:
-        self.toks = toks
-        self.i = 0
-        self.max_depth = max_depth
-        self.scope = scope
-        self.slots = slots  # [next free slot]; slot 0 of an env is the work budget
-
-    # -- helpers
-
-    def mk(self, node: Node) -> Node:
-        node.depth = 1 + max((c.depth for c in children(node)), default=0)
-        if node.depth > self.max_depth:
-            raise _Refuse
-        return node
-
-    def peek(self, k: int = 0) -> Token | None:
-        j = self.i + k
-        return self.toks[j] if j < len(self.toks) else None
-
-    def at(self, kind: str, text: str | None = None, k: int = 0) -> bool:
-        t = self.peek(k)
-        return t is not None and t.kind == kind and (text is None or t.text == text)
-
-    def expect(self, kind: str, text: str) -> None:
-        if not self.at(kind, text):
-            raise _Refuse
-        self.i += 1
-
+class _Parser(Reader):
     # -- precedence levels
 
     def parse_pipe(self) -> Node:
@@ -151,7 +109,7 @@ class _Parser:
         self.i += 1
         var = self.peek()
         if var is None or var.kind != VAR or var.text.startswith("$__"):
-            raise _Refuse  # destructuring patterns, $__loc__
+            raise Refuse  # destructuring patterns, $__loc__
         self.i += 1
         self.expect(OP, "|")
         slot = self.slots[0]
@@ -190,7 +148,7 @@ class _Parser:
             left = self.mk(Binop(t.text, left, self.parse_arith(("+", "-"))))
             t = self.peek()
             if t is not None and t.kind == OP and t.text in _COMPARISONS:
-                raise _Refuse  # non-associative: a syntax error in jq
+                raise Refuse  # non-associative: a syntax error in jq
         return left
 
     def parse_arith(self, ops: tuple[str, ...]) -> Node:
@@ -257,56 +215,10 @@ class _Parser:
             return self.mk(Path(base, tuple(steps)))
         return base if base is not None else Identity()
 
-    def string_key(self) -> str:
-        t = self.toks[self.i]
-        if t.value is None:
-            raise _Refuse  # interpolated key: a computed index
-        self.i += 1
-        return t.value
-
-    def bracket(self) -> Step:
-        """``[ ... ]`` after a term: iteration or a literal key."""
-        self.expect(OP, "[")
-        if self.at(OP, "]"):
-            self.i += 1
-            return Step(ITER, None, False)
-        t = self.peek()
-        key: str | int
-        if t is not None and t.kind == STRING:
-            key = self.string_key()
-        elif t is not None and (t.kind == NUMBER or (t.kind == OP and t.text == "-")):
-            lit = self.number()
-            if not isinstance(lit, int):
-                raise _Refuse
-            key = lit
-        else:
-            raise _Refuse
-        self.expect(OP, "]")
-        return Step(KEY if isinstance(key, str) else INDEX, key, False)
-
-    def number(self) -> int | float:
-        neg = self.at(OP, "-")
-        if neg:
-            self.i += 1
-        t = self.peek()
-        if t is None or t.kind != NUMBER:
-            raise _Refuse
-        self.i += 1
-        value: int | float
-        if t.text.isdigit() and int(t.text) <= _MAX_INT:
-            value = int(t.text)
-        elif not neg and _DECIMAL.match(t.text) and repr(float(t.text)) == t.text:
-            value = float(t.text)
-        else:
-            raise _Refuse
-        if neg and not value:
-            raise _Refuse  # -0 is a computed negative zero in jq
-        return -value if neg else value
-
     def parse_primary(self) -> Node:
         t = self.peek()
         if t is None:
-            raise _Refuse
+            raise Refuse
         if t.kind == NUMBER or (t.kind == OP and t.text == "-"):
             return Literal(self.number())
         if t.kind == STRING:
@@ -336,13 +248,7 @@ class _Parser:
         if t.kind == OP and t.text == "{":
             self.i += 1
             return self.parse_object()
-        raise _Refuse
-
-    def lookup(self, name: str) -> int:
-        for n, slot in reversed(self.scope):
-            if n == name:
-                return slot
-        raise _Refuse  # unbound ($ENV, $__loc__, ...): libjq decides
+        raise Refuse
 
     def parse_if(self) -> Node:
         arms: list[tuple[Node, Node]] = []
@@ -371,7 +277,7 @@ class _Parser:
                 self.expect(OP, ",")
             t = self.peek()
             if t is None:
-                raise _Refuse
+                raise Refuse
             key: Node
             short: Node | None = None
             if t.kind in (IDENT, KEYWORD):
@@ -393,9 +299,9 @@ class _Parser:
                 key = self.parse_pipe()
                 self.expect(OP, ")")
                 if constant(key) and not (isinstance(key, Literal) and type(key.value) is str):
-                    raise _Refuse  # libjq folds it and rejects a non-string key at compile time
+                    raise Refuse  # libjq folds it and rejects a non-string key at compile time
             else:
-                raise _Refuse
+                raise Refuse
             if self.at(OP, ":"):
                 self.i += 1
                 stages = [self.parse_alt()]
@@ -406,7 +312,7 @@ class _Parser:
             elif short is not None:
                 value = short
             else:
-                raise _Refuse
+                raise Refuse
             entries.append((key, value))
         self.i += 1
         return self.mk(Object(tuple(entries)))
@@ -416,7 +322,7 @@ class _Parser:
             return Literal({"true": True, "false": False, "null": None}[name])
         arities = BUILTINS.get(name)
         if arities is None:
-            raise _Refuse
+            raise Refuse
         args: list[Node] = []
         if self.at(OP, "("):
             self.i += 1
@@ -426,7 +332,7 @@ class _Parser:
                 args.append(self.parse_pipe())
             self.expect(OP, ")")
         if len(args) not in arities:
-            raise _Refuse
+            raise Refuse
         return self.desugar(name, args)
 
     def desugar(self, name: str, args: list[Node]) -> Node:
@@ -442,59 +348,3 @@ class _Parser:
         if name == "IN":  # libjq's own definition: def IN(s): any(s == .; .);
             return self.mk(Call("any", (self.mk(Binop("==", args[0], Identity())), Identity())))
         return self.mk(Call(name, tuple(args)))
-
-    def string(self) -> Node:
-        """A string literal; with interpolations, a :class:`Format`."""
-        t = self.toks[self.i]
-        self.i += 1
-        if not t.interpolations:
-            if t.value is None:
-                raise _Refuse  # an escape jq rejects or rewrites (lone surrogate)
-            return Literal(t.value)
-        return self.mk(Format(tuple(self.string_parts(t))))
-
-    def string_parts(self, t: Token) -> list[str | Node]:
-        """Text chunks and interpolations of a string token, in order. An interpolation's
-        tokens come from the tokenizer; its end is found from its last token's position."""
-        text, parts, chunk = t.text, list[str | Node](), list[str]()
-        interpolations = iter(t.interpolations)
-        i = 1  # after the opening quote
-        while text[i] != '"':
-            c = text[i]
-            if c != "\\":
-                chunk.append(c)
-                i += 1
-                continue
-            e = text[i + 1]
-            if e == "(":
-                inner = next(interpolations)
-                if not inner:
-                    raise _Refuse
-                j = inner[-1].pos + len(inner[-1].text) - t.pos
-                while text[j] in " \t\r\n":
-                    j += 1
-                if text[j] != ")":
-                    raise _Refuse  # a comment before the ")": not worth handling
-                i = j + 1
-                sub = _Parser(inner, self.max_depth, self.scope, self.slots)
-                node = sub.parse_pipe()
-                if sub.i != len(inner):
-                    raise _Refuse
-                if chunk:
-                    parts.append("".join(chunk))
-                    chunk = []
-                parts.append(node)
-            elif e in _ESCAPES:
-                chunk.append(_ESCAPES[e])
-                i += 2
-            elif e == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2 : i + 6]):
-                cp = int(text[i + 2 : i + 6], 16)
-                if 0xD800 <= cp < 0xE000:
-                    raise _Refuse  # surrogates: not worth mirroring
-                chunk.append(chr(cp))
-                i += 6
-            else:
-                raise _Refuse
-        if chunk:
-            parts.append("".join(chunk))
-        return parts
