@@ -30,7 +30,7 @@ from helpers import (  # noqa: E402
 
 from webhook.admission import handlers  # noqa: E402
 from webhook.admission import review as admission  # noqa: E402
-from webhook.admission.registry import State  # noqa: E402
+from webhook.admission.state import State  # noqa: E402
 from webhook.base import jsontext  # noqa: E402
 from webhook.base.limits import MAX_JSON_DEPTH, SANDBOX_DEPTH  # noqa: E402
 from webhook.jq.sandbox import Sandbox  # noqa: E402

@@ -34,8 +34,8 @@ from helpers import ENGINE
 from kubernetes import client
 
 from webhook.admission import handlers
-from webhook.admission.registry import State
 from webhook.admission.review import Request
+from webhook.admission.state import State
 from webhook.base.gvk import GVK
 from webhook.cluster.kartasync import load_cluster_karta
 from webhook.mutation.policyfile import parse_policy

@@ -30,7 +30,8 @@ from prometheus_client import REGISTRY as METRICS
 
 from webhook.admission import handlers
 from webhook.admission import review as admission
-from webhook.admission.registry import Registry, State
+from webhook.admission.registry import Registry
+from webhook.admission.state import State
 from webhook.base import jsontext
 from webhook.base.errors import DefinitionError
 from webhook.base.gvk import GVK

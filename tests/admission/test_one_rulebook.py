@@ -17,8 +17,8 @@ from fakeapi import karta, trainer
 from helpers import ENGINE
 from test_validation import BASE
 
-from webhook.admission.registry import State
 from webhook.admission.rulebook import definition_vet
+from webhook.admission.state import State
 from webhook.base.documents import read_documents
 from webhook.cli.console import EXIT_FINDING, EXIT_INPUT
 from webhook.cli.main import main

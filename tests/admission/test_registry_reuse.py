@@ -12,7 +12,7 @@ import pytest
 import yaml
 from helpers import JOBSET_KARTA
 
-from webhook.admission.registry import State
+from webhook.admission.state import State
 from webhook.base.gvk import GVK
 
 

@@ -21,7 +21,7 @@ from fakeapi import (
     wait_for,
 )
 
-from webhook.admission.registry import State
+from webhook.admission.state import State
 from webhook.base.gvk import GVK
 from webhook.cluster.crdsync import OPEN_SCHEMA, CRDSync, slim_schema
 from webhook.schema.crds import read_crds

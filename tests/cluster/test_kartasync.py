@@ -12,7 +12,7 @@ import pytest
 from fakeapi import KARTAS, TRAINER, FakeAPI, event, karta, mutate, status, trainer, wait_for
 from helpers import ENGINE
 
-from webhook.admission.registry import State
+from webhook.admission.state import State
 from webhook.base.gvk import GVK
 from webhook.cluster.kartasync import ClusterSync, load_cluster_karta
 

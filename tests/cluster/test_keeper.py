@@ -31,7 +31,8 @@ from webhook.admission.manifests import (
     webhook_configurations,
     webhook_rules,
 )
-from webhook.admission.registry import State, load_registry
+from webhook.admission.registry import load_registry
+from webhook.admission.state import State
 from webhook.base.gvk import GVK
 from webhook.cluster.kartasync import load_cluster_karta
 from webhook.cluster.keeper import Discovery, WebhookConfigKeeper, plural_from_discovery

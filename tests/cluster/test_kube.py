@@ -17,7 +17,7 @@ from fakeapi import (
 )
 from helpers import ENGINE
 
-from webhook.admission.registry import State
+from webhook.admission.state import State
 from webhook.cluster.wiring import start
 
 

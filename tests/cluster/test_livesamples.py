@@ -22,8 +22,8 @@ from fakeapi import (
 from helpers import ENGINE
 
 from webhook.admission import handlers
-from webhook.admission.registry import State
 from webhook.admission.review import Response
+from webhook.admission.state import State
 from webhook.base.gvk import GVK
 from webhook.base.limits import LIVE_SAMPLES_TIMEOUT, MAX_LIVE_SAMPLES, VALIDATE_BUDGET
 from webhook.cluster.crdsync import CRDSync

@@ -30,7 +30,7 @@ from helpers import (
 from prometheus_client import REGISTRY
 
 from webhook.admission import handlers
-from webhook.admission.registry import FileReloader, State
+from webhook.admission.state import FileReloader, State
 from webhook.base import limits
 from webhook.server import app as server
 from webhook.server import logs, metrics

@@ -370,7 +370,7 @@ def test_the_master_freezes_its_heap_before_each_fork(tmp_path: Any, monkeypatch
     worker's full collections skip it (bench_mutate does the same before measuring)."""
     from gunicorn.app.base import BaseApplication
 
-    from webhook.admission.registry import State
+    from webhook.admission.state import State
     from webhook.server import run as serving
     from webhook.server.certs_dev import ensure_dev_certs
 

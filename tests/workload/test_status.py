@@ -21,7 +21,7 @@ from fakeapi import (
 from helpers import ENGINE
 
 from webhook.admission import conditions
-from webhook.admission.registry import State
+from webhook.admission.state import State
 from webhook.base.gvk import GVK
 from webhook.cluster import kartasync
 from webhook.cluster.crdsync import CRDSync, read_cluster_crd

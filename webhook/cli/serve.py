@@ -235,8 +235,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not 0 <= args.live_samples <= MAX_LIVE_SAMPLES:
         _err(f"serve: --live-samples must be between 0 and {MAX_LIVE_SAMPLES}")
         return EXIT_INPUT
-    from webhook.admission.registry import State
     from webhook.admission.rulebook import definition_vet
+    from webhook.admission.state import State
     from webhook.karta.loading import samples_dir
     from webhook.karta.samples import SampleIndex
 

@@ -26,7 +26,7 @@ from typing import Any, Final
 import orjson
 from kubernetes import client
 
-from webhook.admission.registry import State
+from webhook.admission.state import State
 from webhook.base.limits import CRD_PAGE_SIZE
 from webhook.cluster.api import log_event
 from webhook.cluster.listwatch import ListWatch, resource_version

@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from webhook.admission import conditions
 from webhook.admission.manifests import KARTA_RESOURCE
-from webhook.admission.registry import Snapshot, State
+from webhook.admission.state import Snapshot, State
 from webhook.cluster.api import Ticker, log_event, request
 from webhook.cluster.lease import LeaseElector
 from webhook.cluster.listwatch import object_name, resource_version

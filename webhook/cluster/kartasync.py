@@ -19,8 +19,8 @@ from typing import Any
 from kubernetes import client
 
 from webhook.admission.manifests import KARTA_RESOURCE
-from webhook.admission.registry import State
 from webhook.admission.rulebook import conflicting_karta, definition_vet
+from webhook.admission.state import State
 from webhook.base.errors import DefinitionError, KartaError
 from webhook.base.gvk import GVK
 from webhook.cluster.api import log_event

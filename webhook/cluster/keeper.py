@@ -24,7 +24,7 @@ from webhook.admission.manifests import (
     encode_ca_bundle,
     webhook_rules,
 )
-from webhook.admission.registry import Snapshot, State
+from webhook.admission.state import Snapshot, State
 from webhook.base.gvk import GVK
 from webhook.cluster.api import Ticker, log_event, request
 from webhook.cluster.lease import LeaseElector

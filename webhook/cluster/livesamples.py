@@ -65,7 +65,7 @@ def _label(obj: Mapping[str, Any]) -> str:
 
 class LiveSampler:
     """Reads up to ``limit`` live objects of a kind (see the module docstring); callable as
-    :class:`webhook.admission.registry.LiveSamples`. Give it an API client of its own
+    :class:`webhook.admission.state.LiveSamples`. Give it an API client of its own
     (:func:`no_retry_client`): the deadline holds only without retries."""
 
     def __init__(

@@ -16,7 +16,7 @@ from typing import Any
 
 from kubernetes import client
 
-from webhook.admission.registry import State
+from webhook.admission.state import State
 from webhook.base.limits import LIVE_SAMPLES
 from webhook.cluster.api import Daemon, api_client_from_config, pod_namespace
 from webhook.cluster.crdsync import CRDSync

@@ -1,7 +1,7 @@
 """The HTTP side of the webhooks: the Flask app factory (the admission wrapper it puts in front
 is :mod:`webhook.server.app_admission`).
 
-:func:`create_app` builds the WSGI app around a :class:`~webhook.admission.registry.State`. The app holds
+:func:`create_app` builds the WSGI app around a :class:`~webhook.admission.state.State`. The app holds
 no admission logic of its own (``/mutate`` is :func:`webhook.admission.handlers.mutate`, ``/validate`` is
 :func:`webhook.admission.handlers.validate`): the wrapper decodes, calls, encodes, counts and logs, and
 decides what happens when a handler fails (a workload is allowed, a Karta denied). Every request
@@ -23,7 +23,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from webhook.admission import handlers
 from webhook.admission import review as admission
-from webhook.admission.registry import FileReloader, Snapshot, State
+from webhook.admission.state import FileReloader, Snapshot, State
 from webhook.base.limits import (
     DRAIN_LIMIT,
     EVAL_TIMEOUT,
@@ -114,7 +114,7 @@ def create_app(
     the state's files (one with the default interval unless given).
 
     Policy and catalog files are re-read when they change (see
-    :class:`~webhook.admission.registry.FileReloader`); when served, a thread per worker does it,
+    :class:`~webhook.admission.state.FileReloader`); when served, a thread per worker does it,
     otherwise requests do it lazily.
     """
     app = Flask("webhook")

@@ -15,7 +15,7 @@ from typing import Any
 
 from webhook.admission import handlers
 from webhook.admission import review as admission
-from webhook.admission.registry import FileReloader, Snapshot, State
+from webhook.admission.state import FileReloader, Snapshot, State
 from webhook.base.gvk import GVK
 from webhook.base.limits import DRAIN_LIMIT, MAX_BODY
 from webhook.karta.model import is_karta_kind

@@ -342,7 +342,7 @@ def set_definitions(loaded: int, rejected_files: int, rejected_cluster: int) -> 
 
 
 def set_reload_status(status: dict[str, tuple[bool, float]]) -> None:
-    """Publish :attr:`webhook.admission.registry.State.reload_status` as the two gauges."""
+    """Publish :attr:`webhook.admission.state.State.reload_status` as the two gauges."""
     try:
         for source, (ok, when) in status.items():
             RELOAD_SUCCESS.labels(source).set(1 if ok else 0)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from webhook.admission.registry import State
+from webhook.admission.state import State
 from webhook.base.limits import DRAIN_LIMIT, EVAL_TIMEOUT, LIVE_SAMPLES, MAX_BODY
 from webhook.jq.engine import Engine
 from webhook.jq.sandbox import Sandbox
