@@ -61,7 +61,7 @@ def load_files(paths: Iterable[Path | str], *, recursive: bool = False) -> list[
 
 #: A check a definition must pass before it is used (``doc``, ``source``) -> its problems,
 #: none when fine: the server and the CLI pass the checks of ``/validate``
-#: (:func:`webhook.admission.registry.vet_like_validate`).
+#: (:func:`webhook.admission.rulebook.definition_vet`).
 Vet = Callable[[Any, str], list[FieldError]]
 
 
