@@ -257,18 +257,20 @@ def test_only_the_schemas_are_kept(fake: FakeAPI) -> None:
     or last-applied annotation (the sync holds no reference to the object it read)."""
     import gc
 
+    def raw(o: object) -> bool:
+        return isinstance(o, dict) and (
+            "storedVersions" in o or "kubectl.kubernetes.io/last-applied-configuration" in o
+        )
+
+    gc.collect()
+    before = {id(o) for o in gc.get_objects() if raw(o)}  # what earlier tests keep alive
     install_crds(fake, trainer_crd())
     state = State(bundled=False, watch_cluster=True)
     sync = CRDSync(state, fake.api())
     sync.relist()
     fake.collections.clear()  # the fake's own copies
     gc.collect()
-    raw_parts = [
-        o
-        for o in gc.get_objects()
-        if isinstance(o, dict)
-        and ("storedVersions" in o or "kubectl.kubernetes.io/last-applied-configuration" in o)
-    ]
+    raw_parts = [o for o in gc.get_objects() if raw(o) and id(o) not in before]
     assert raw_parts == []
     (entry,) = sync.snapshot().values()
     assert entry.resource_version == "5"
