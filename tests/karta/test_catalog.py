@@ -25,7 +25,7 @@ from webhook.karta.samples import SampleIndex
 from webhook.mutation.plan import plan
 from webhook.mutation.policyfile import parse_policy
 from webhook.validation.check import check
-from webhook.workload.resolve import resolve
+from webhook.workload.locator import resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = Path(__file__).resolve().parents[1] / "catalog_expected"

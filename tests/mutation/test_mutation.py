@@ -7,7 +7,7 @@ from helpers import ENGINE, JOBSET_SAMPLE, REGISTRY, SAMPLES, apply, policy, sam
 from webhook.base.gvk import GVK
 from webhook.mutation.plan import plan
 from webhook.mutation.policyfile import parse_policy
-from webhook.workload.resolve import resolve
+from webhook.workload.locator import resolve
 
 
 def test_keys_with_slash_are_escaped_and_patch_applies() -> None:

@@ -27,8 +27,8 @@ from webhook.mutation import stamp
 from webhook.mutation.plan import Plan, plan
 from webhook.mutation.policy import Match, Policy, Rule
 from webhook.mutation.policyfile import parse_policy
-from webhook.workload.batch import mutation_requests
-from webhook.workload.resolve import resolve
+from webhook.workload import locator as locating
+from webhook.workload.locator import locator, resolve
 
 POLICIES: dict[str, Policy] = {
     "demo": parse_policy(
@@ -144,16 +144,20 @@ def _karta(obj: dict[str, Any]) -> Karta:
 
 def _both(karta: Karta, obj: dict[str, Any], pol: Policy) -> tuple[Plan | None, Plan, bool]:
     """The fast lane's plan, the general path's, and whether the general path said anything
-    (a warning or a failure), all from one evaluation."""
-    outcomes = ENGINE.evaluate(mutation_requests(karta).prepared, obj)
+    (a warning or a failure), all from what one evaluation found (as the handler does)."""
+    where = locator(karta)
+    found = where.find(obj, ENGINE)
+    outcomes = ENGINE.evaluate(where.requests.prepared, obj)  # each expression on its own
+    if not found.failed:
+        assert list(found.items) == [out.items for out in outcomes]
     lane = stamp.lane(karta)
-    if lane is not None:
-        assert lane.prepared is mutation_requests(karta).prepared  # what the handler evaluates
-    ok = not any(out.error for out in outcomes)
-    items = [out.items for out in outcomes]
-    fast = stamp.plan(karta, lane, pol, obj, items) if lane is not None and ok else None
-    w = resolve(karta, obj, ENGINE, full=False, evaluated=outcomes)
-    assert w == resolve(karta, obj, ENGINE, full=False)  # the outcomes handed over are right
+    fast = (
+        stamp.plan(karta, lane, pol, obj, found.items)
+        if lane is not None and not found.failed
+        else None
+    )
+    w = where.locate(obj, ENGINE, found)
+    assert w == resolve(karta, obj, ENGINE, full=False)  # what was found is handed over right
     general = plan(w, pol, obj)
     said = bool(w.warnings or nothing_found(w, karta) or general.warnings or general.failures)
     return fast, general, said
@@ -275,10 +279,11 @@ def test_the_handler_answers_from_the_fast_lane_as_from_the_general_path(
 def _in_the_way(obj: dict[str, Any]) -> dict[str, Any]:
     """``obj`` with a string where each template keeps its metadata (the lane declines)."""
     out = copy.deepcopy(obj)
-    lane = stamp.lane(_karta(obj))
+    karta = _karta(obj)
+    lane = stamp.lane(karta)
     if lane is None:
         return out
-    outcomes = ENGINE.evaluate(lane.prepared, out)
+    outcomes = ENGINE.evaluate(locator(karta).requests.prepared, out)
     for _, at_paths, _ in lane.components:
         for _, template in outcomes[at_paths].items:
             if isinstance(template, dict):
@@ -286,7 +291,7 @@ def _in_the_way(obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@pytest.mark.parametrize("way", ["as is", "declined"])
+@pytest.mark.parametrize("way", ["as is", "one by one", "declined"])
 @pytest.mark.parametrize(("name", "obj"), SAMPLE_OBJECTS, ids=[n for n, _ in SAMPLE_OBJECTS])
 def test_the_handler_answers_every_sample_as_the_general_path_does(
     name: str, obj: dict[str, Any], way: str, monkeypatch: pytest.MonkeyPatch
@@ -295,6 +300,8 @@ def test_the_handler_answers_every_sample_as_the_general_path_does(
     whether the lane plans or declines, its answer is the general path's."""
     if way == "declined":
         obj = _in_the_way(obj)
+    if way == "one by one":  # as when the paths cannot be walked together
+        monkeypatch.setattr(locating, "walked", lambda prepared, obj: None)
     karta = _karta(obj)
     pol = POLICIES["demo"]
     answer = mutate_with(karta, pol, obj, ENGINE)

@@ -22,7 +22,7 @@ from webhook.base.gvk import GVK
 from webhook.karta.loading import catalog_dir
 from webhook.mutation.plan import plan
 from webhook.mutation.policyfile import parse_policy
-from webhook.workload.resolve import resolve
+from webhook.workload.locator import resolve
 
 REGISTRY = load_registry()
 POLICY = parse_policy(

@@ -2,9 +2,9 @@
 
 * An absent child component (a Milvus component nobody listed) is known to have no instance
   without resolving it, and a present one whose fields are keys of one object is resolved
-  directly (``workload._by_parent``): the workload, the patch and every warning must
+  directly (``locator._by_parent``): the workload, the patch and every warning must
   be the same as when it is resolved by the general rules. Templates are resolved for a
-  mutation without replicas and GPUs (``workload._template_view``): the instances must be
+  mutation without replicas and GPUs (``locator._template_view``): the instances must be
   those a describe finds.
 * JSON Pointers are memoised by location, bounded in bytes.
 * Policy values are prepared once (``policy.Setting``), rendered without a regex.
@@ -36,9 +36,10 @@ from webhook.karta.fields import INJECTABLES
 from webhook.mutation.plan import plan
 from webhook.mutation.policy import VARIABLES, Match, Policy, Rule, _setting, render, variables_in
 from webhook.server import metrics
-from webhook.workload import resolve as workload
+from webhook.workload import locator as workload
+from webhook.workload.batch import Batch
+from webhook.workload.locator import locator, resolve
 from webhook.workload.model import ComponentView
-from webhook.workload.resolve import resolve
 
 POLICY = policy(
     schedulerName="kai-scheduler",
@@ -60,7 +61,7 @@ def _both(obj: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     fast = resolve(karta, obj, ENGINE, full=False)
     fast_plan = plan(fast, POLICY, obj)
     with monkeypatch.context() as m:
-        m.setattr(workload, "_by_parent", lambda c, o, root=False: None)
+        m.setattr(workload, "_by_parent", lambda part, batch: None)
         slow = resolve(karta, obj, ENGINE, full=False)
     return (fast, fast_plan), (slow, plan(slow, POLICY, obj))
 
@@ -79,12 +80,16 @@ def test_the_shortcut_is_taken_for_components_nobody_listed(
     karta = REGISTRY.lookup(GVK.of(MILVUS))
     assert karta is not None
     listed = set(MILVUS["spec"]["components"])
+    where = locator(karta)
+    batch = Batch(where.requests, ENGINE, MILVUS, where.find(MILVUS, ENGINE))
     skipped = [
-        c.name
-        for c in karta.children
-        if workload._by_parent(c, MILVUS) == ComponentView(c.name, c.kind, c.owner_ref, ())
+        p.component.name
+        for p in where.parts[1:]
+        if workload._by_parent(p, batch)
+        == ComponentView(p.component.name, p.component.kind, p.component.owner_ref, ())
     ]
     assert skipped  # the test would prove nothing otherwise
+    assert batch.later is None  # their own fields were never evaluated
     for c in karta.children:
         if c.name in skipped:
             assert c.name not in listed

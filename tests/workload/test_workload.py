@@ -1,4 +1,4 @@
-"""Resolution (webhook.workload.resolve) on realistic objects: instances, ids, GPUs, absent parts."""
+"""Resolution (webhook.workload.locator) on realistic objects: instances, ids, GPUs, absent parts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from helpers import ENGINE, JOBSET_SAMPLE, REGISTRY, apply, policy, sample
 from webhook.base.gvk import GVK
 from webhook.karta.loading import load_definition
 from webhook.mutation.plan import plan
-from webhook.workload.resolve import resolve
+from webhook.workload.locator import resolve
 
 
 def _nested_karta(expr: str) -> Any:

@@ -21,7 +21,7 @@ from webhook.base.gvk import GVK
 from webhook.base.limits import EVAL_TIMEOUT
 from webhook.base.names import label_value_errors
 from webhook.jq import engine as jqexpr
-from webhook.jq.engine import Engine, Outcome, walked
+from webhook.jq.engine import Engine
 from webhook.karta import model as definitions
 from webhook.karta.model import Karta, is_karta_kind
 from webhook.karta.samples import Sample, SampleIndex
@@ -30,9 +30,8 @@ from webhook.mutation.plan import Plan, plan
 from webhook.mutation.policy import Policy
 from webhook.schema.crds import SchemaIndex
 from webhook.validation.check import Report, check
-from webhook.workload.batch import mutation_requests
+from webhook.workload.locator import locator
 from webhook.workload.model import Workload
-from webhook.workload.resolve import resolve
 
 INDEX_LABELS = ("run.ai/karta-group", "run.ai/karta-version", "run.ai/karta-kind")
 
@@ -63,25 +62,16 @@ def nothing_found(w: Workload, karta: Karta) -> list[str]:
 
 
 def mutate_with(karta: Karta, policy: Policy, obj: Mapping[str, Any], engine: Engine) -> Plan:
-    """Plan the patch of one object under its definition, with every warning: from its
-    outcomes straight away when :func:`webhook.mutation.stamp.plan` can, else by resolving the workload
-    from the same outcomes."""
-    if type(obj) is dict and (lane := stamp.lane(karta)) is not None:
-        items = walked(lane.prepared, obj)  # paths walked as one batch: no Outcome made
-        if items is not None:
-            fast = stamp.plan(karta, lane, policy, obj, items)
-            if fast is not None:
-                return fast
-            outcomes = list(map(Outcome, items))
-        else:
-            outcomes = engine.evaluate(lane.prepared, obj)
-            if not any(out.error for out in outcomes):
-                fast = stamp.plan(karta, lane, policy, obj, [out.items for out in outcomes])
-                if fast is not None:
-                    return fast
-    else:
-        outcomes = engine.evaluate(mutation_requests(karta).prepared, obj)
-    workload = resolve(karta, obj, engine, full=False, evaluated=outcomes)
+    """Plan the patch of one object under its definition, with every warning. The object goes
+    down once, to the definition's locator; what it finds is planned straight away when
+    :func:`webhook.mutation.stamp.plan` can, else the workload is located from it."""
+    where = locator(karta)
+    found = where.find(obj, engine)
+    if not found.failed and type(obj) is dict and (lane := stamp.lane(karta)) is not None:
+        fast = stamp.plan(karta, lane, policy, obj, found.items)
+        if fast is not None:
+            return fast
+    workload = where.locate(obj, engine, found)
     result = plan(workload, policy, obj)
     result.warnings[:0] = [*workload.warnings, *nothing_found(workload, karta)]
     return result

@@ -4,7 +4,8 @@ A :class:`Registry` is an immutable snapshot of the definitions: the server swap
 (with the policy, in :class:`webhook.admission.state.Snapshot`) when definitions change, so a
 request always sees one consistent set. Later sources win for the same group/version/kind: the
 bundled catalog, then each ``--catalog`` directory in order, then the cluster.
-:class:`FileLoads` reads again only the catalog files whose bytes changed.
+:class:`FileLoads` reads again only the catalog files whose bytes changed. Each definition's
+mutation locator is compiled as it enters a registry.
 """
 
 from __future__ import annotations
@@ -18,14 +19,21 @@ from webhook.base.errors import KartaError
 from webhook.base.gvk import GVK
 from webhook.karta.loading import Loaded, Vet, catalog_dir, load_each, load_files
 from webhook.karta.model import Karta
+from webhook.workload.locator import locator
 
 
 class Registry:
+    """The definitions by kind, each with its mutation's locator compiled
+    (:func:`webhook.workload.locator.locator`: kept with the definition, so a snapshot made
+    again from the same definitions compiles nothing, and the server's master compiles them
+    before it forks its workers)."""
+
     def __init__(self, kartas: Iterable[Karta] = ()) -> None:
         by_gvk: dict[GVK, Karta] = {}
         for k in kartas:
             if k.gvk is not None:
                 by_gvk[k.gvk] = k
+                locator(k)
         self._by_gvk = by_gvk
 
     def lookup(self, gvk: GVK | None) -> Karta | None:

@@ -17,7 +17,7 @@ from webhook.karta.fields import Role
 from webhook.karta.model import Karta
 from webhook.karta.statusmodel import STATUS_ORDER, UNDEFINED
 from webhook.workload import phase as status
-from webhook.workload.resolve import resolve
+from webhook.workload.locator import resolve
 
 # --------------------------------------------------------------------------- quantities
 

@@ -49,7 +49,7 @@ from webhook.karta.loading import load_definition
 from webhook.karta.samples import SampleIndex
 from webhook.mutation.policy import Policy
 from webhook.schema.defaulting import apply_defaults
-from webhook.workload.resolve import resolve
+from webhook.workload.locator import resolve
 
 __all__ = [
     "SUITE_FILES",

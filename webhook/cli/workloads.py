@@ -20,7 +20,7 @@ from webhook.jq.engine import Engine
 from webhook.mutation.policy import EMPTY
 from webhook.mutation.policyfile import load_policy
 from webhook.workload import render as describe
-from webhook.workload.resolve import resolve
+from webhook.workload.locator import resolve
 
 # --------------------------------------------------------------------------- mutate
 

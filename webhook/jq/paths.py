@@ -13,6 +13,7 @@ child process.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -241,6 +242,12 @@ def follow(value: Any, keys: tuple[str, ...]) -> tuple[bool, Any]:
         elif value is not None:
             return False, None
     return True, value
+
+
+def chain_expression(keys: Sequence[str]) -> str:
+    """The plain path expression of a run of object keys (``."spec"."components"``): what
+    :func:`parse_plain` reads back as those keys, and jq evaluates as they are followed."""
+    return "".join("." + json.dumps(k) for k in keys) or "."
 
 
 def walk_shared(

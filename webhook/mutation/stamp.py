@@ -3,7 +3,7 @@ workload tree, for definitions whose components keep whole pod templates
 (``podTemplateSpecPath``): most of the catalog.
 
 :func:`plan` gives what :func:`webhook.mutation.plan.plan` gives on the workload that
-:func:`webhook.workload.resolve.resolve` builds from the same outcomes, or None when the object needs
+:meth:`webhook.workload.locator.Locator.locate` builds from what the same evaluation found, or None when the object needs
 that general path: anything the general path would warn about or fail on (an expression that
 failed, instance ids that do not fit, a value in the way that is not an object, a template
 without a ``spec``, a value the API server would reject), templates that overlap, or no
@@ -23,14 +23,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from webhook.jq.engine import Outcome, Path_, Prepared, pointer
-from webhook.karta.carry import declined
+from webhook.jq.engine import Outcome, Path_, pointer
 from webhook.karta.fields import INJECTABLES, TEMPLATE, Injectable, Role
 from webhook.karta.model import Component, Karta
 from webhook.mutation.plan import Plan, variables
 from webhook.mutation.policy import Policy, Rule, Setting
-from webhook.workload.batch import mutation_requests
-from webhook.workload.resolve import identity, instance_ids
+from webhook.workload.instances import identity, instance_ids
+from webhook.workload.locator import locator
 
 
 class _Place(NamedTuple):
@@ -63,20 +62,18 @@ _CREATED = {pointer(inj.in_template[:1]) for inj in INJECTABLES if inj.template_
 
 @dataclass(frozen=True)
 class _Layout:
-    """Where, in a definition's mutation outcomes, each template component's templates and
-    instance ids are (derived once per definition)."""
+    """Where, in what a definition's mutation locator finds, each template component's
+    templates and instance ids are (derived once per definition)."""
 
     components: tuple[tuple[Component, int, int | None], ...]
     #: whether templates are apart by construction: one component, whose path is plain (each
     #: location has one token per step, and no two are the same)
     apart: bool
-    #: what a mutation evaluates (:func:`webhook.workload.batch.mutation_requests`), for the caller
-    prepared: Prepared
 
 
 def lane(karta: Karta) -> _Layout | None:
-    """The definition's layout when this path may plan its objects (then evaluate its
-    ``prepared`` and hand the outcomes to :func:`plan`), else None."""
+    """The definition's layout when this path may plan its objects (from what its mutation
+    :func:`~webhook.workload.locator.locator` finds, handed to :func:`plan`), else None."""
     return karta.root.derive("stamp", _layout_of, karta)
 
 
@@ -84,22 +81,19 @@ def _layout_of(karta: Karta) -> _Layout | None:
     """Template components only (one with no pod spec at all writes nothing: its outcomes
     can only make a warning, and any failed outcome sends the object to the general path).
     A definition whose kind refuses some policy fields is the general path's."""
-    if declined(karta):
-        return None
-    requests = mutation_requests(karta)
-    if requests.deferred.forms:
+    where = locator(karta)
+    if where.declined or where.requests.deferred.forms:
         return None
     out = []
-    for c in karta.components:
+    for part in where.parts:
+        c = part.component
         if c.pattern is None:
             continue
         if c.pattern != TEMPLATE:
             return None
-        paths = requests.index[(c.exprs[Role.POD_TEMPLATE_SPEC], "paths")]
-        ids = c.exprs.get(Role.INSTANCE_ID)
-        out.append((c, paths, requests.index[(ids, "values")] if ids else None))
-    plain = len(out) == 1 and requests.prepared.forms[out[0][1]][0] is not None
-    return _Layout(tuple(out), plain, requests.prepared)
+        out.append((c, part.at[Role.POD_TEMPLATE_SPEC], part.at.get(Role.INSTANCE_ID)))
+    forms = where.requests.prepared.forms
+    return _Layout(tuple(out), len(out) == 1 and forms[out[0][1]][0] is not None)
 
 
 #: One setting of a rule as :func:`plan` applies it to each template: the parent's key in the
@@ -167,9 +161,9 @@ def plan(
     obj: dict[str, Any],
     results: Sequence[list[Any]],
 ) -> Plan | None:
-    """The patch ``policy`` makes on ``obj``, from what each expression of ``layout.prepared``
-    (the :func:`lane` of ``karta``) gave (the :attr:`~webhook.jq.engine.Outcome.items` of
-    outcomes without an error); None when the general path must plan it."""
+    """The patch ``policy`` makes on ``obj``, from what each request of ``karta``'s mutation
+    locator gave (:attr:`~webhook.workload.batch.Found.items`, none failed; ``layout`` is
+    ``karta``'s :func:`lane`); None when the general path must plan it."""
     found: list[tuple[str, str, Path_, dict[str, Any]]] = []
     for c, at_paths, at_ids in layout.components:
         items = results[at_paths]

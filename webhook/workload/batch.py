@@ -1,15 +1,20 @@
-"""What a resolution evaluates: every jq expression a definition's components need at one
-:class:`~webhook.karta.fields.Need` (:class:`Requests`, derived once per definition), and the
-outcomes of one object's evaluation handed out by expression (:class:`Batch`), with the
-components whose write fields are keys of one parent object (:class:`Shared`), whose requests
-are deferred on the mutation path.
+"""What a locator evaluates, and one object's outcomes of it.
+
+:class:`Requests` are every jq expression a definition's components need at one
+:class:`~webhook.karta.fields.Need`, each (expression, mode) once, prepared for the engine as one
+batch, with the place of each component field's outcome in it (derived once per definition, by
+:class:`webhook.workload.locator.Locator`). A component whose write fields are keys of one parent
+object (:class:`Shared`: a Milvus component) is resolved on the mutation path from that parent
+alone, so the batch asks for the parent's value, and the component's own requests are *deferred*:
+evaluated only when one such component must be resolved in full. :class:`Batch` hands one
+object's outcomes out by place.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from webhook.jq.engine import (
     Engine,
@@ -20,6 +25,7 @@ from webhook.jq.engine import (
     pointer,
     prepare,
 )
+from webhook.jq.paths import chain_expression
 from webhook.karta.fields import (
     COMPONENT_FIELDS,
     FRAGMENT_INJECTABLES,
@@ -31,29 +37,26 @@ from webhook.karta.fields import (
 from webhook.karta.model import Component, Karta
 from webhook.workload import phase as status
 
+Request = tuple[str, Mode]
+
 
 @dataclass(frozen=True)
 class Requests:
-    """What resolution at one :class:`Need` evaluates for a definition: every (expression,
-    mode) once, prepared for the engine, and where each one's outcome is. Derived once per
-    definition (definitions are immutable; this is on every request's path)."""
+    """What a locator evaluates: the batch (``prepared``, every request once) and the deferred
+    requests after it; ``index`` gives each request's place, the deferred ones numbered on
+    from the batch's length (so one place names an outcome either way)."""
 
     prepared: Prepared
-    index: Mapping[tuple[str, Mode], int]
-    #: a mutation's requests that only components resolved by
-    #: :func:`~webhook.workload.resolve._by_parent` make (plain key paths, walked in process):
-    #: evaluated only when one of them is resolved in full
     deferred: Prepared
-    deferred_index: Mapping[tuple[str, Mode], int]
+    index: Mapping[Request, int]
+
+    def place(self, expr: str | None, mode: Mode) -> int | None:
+        return self.index.get((expr, mode)) if expr else None
 
 
-def _wanted(c: Component, need: Need, root: bool) -> list[tuple[Role, str, Mode]]:
+def wanted(c: Component, need: Need, root: bool) -> list[tuple[Role, str, Mode]]:
     """The component's fields that resolution at ``need`` evaluates: those of the spec pattern
-    it follows, its instance ids and scale, and (the root's only) its status (derived once)."""
-    return c.derive(("wanted", need, root), _wanted_fields, c, need, root)
-
-
-def _wanted_fields(c: Component, need: Need, root: bool) -> list[tuple[Role, str, Mode]]:
+    it follows, its instance ids and scale, and (the root's only) its status."""
     out = []
     for f in COMPONENT_FIELDS:
         expr = c.exprs.get(f.role)
@@ -65,17 +68,19 @@ def _wanted_fields(c: Component, need: Need, root: bool) -> list[tuple[Role, str
     return out
 
 
-def requests_for(karta: Karta, need: Need, full: bool) -> Requests:
-    return karta.root.derive(("requests", need, full), _requests_of, karta, need, full)
-
-
-def _requests_of(karta: Karta, need: Need, full: bool) -> Requests:
-    now: list[tuple[str, Mode]] = []
-    later: list[tuple[str, Mode]] = []
+def requests_of(karta: Karta, need: Need, full: bool) -> Requests:
+    """Every request of ``karta``'s components at ``need``: with ``full=False`` (a mutation),
+    a component resolved by its shared parent asks for that parent and defers the rest."""
+    now: list[Request] = []
+    later: list[Request] = []
     for c in karta.components:
-        defer = not full and c is not karta.root and shared_fields(c) is not None
-        wanted = _wanted(c, need, c is karta.root)
-        (later if defer else now).extend((expr, mode) for _, expr, mode in wanted)
+        root = c is karta.root
+        shared = None if full else shared_fields(c)
+        if shared is not None:
+            now.append((shared.expression, "values"))
+        defer = shared is not None and not root  # the root's parent may be missing: created
+        wants = wanted(c, need, root)
+        (later if defer else now).extend((expr, mode) for _, expr, mode in wants)
     root_status = karta.root.status
     if full and root_status:
         for matchers in root_status.mappings.values():
@@ -83,59 +88,71 @@ def _requests_of(karta: Karta, need: Need, full: bool) -> Requests:
                 (status.tostring(m.by_expression), "values") for m in matchers if m.by_expression
             )
     index = _positions(now)
-    later_index = _positions(r for r in later if r not in index)
-    return Requests(prepare(list(index)), index, prepare(list(later_index)), later_index)
+    batch = list(index)
+    deferred = [r for r in dict.fromkeys(later) if r not in index]
+    for k, r in enumerate(deferred):
+        index[r] = len(batch) + k
+    return Requests(prepare(batch), prepare(deferred), index)
 
 
-def _positions(requests: Iterable[tuple[str, Mode]]) -> dict[tuple[str, Mode], int]:
+def _positions(requests: Iterable[Request]) -> dict[Request, int]:
     """Each distinct request and its place, in first-seen order (the dict's order)."""
     return {r: i for i, r in enumerate(dict.fromkeys(requests))}
 
 
-class Batch:
-    """The outcomes of one object's requests, handed out by expression and mode (the
-    deferred ones evaluated when first asked for)."""
+class Found(NamedTuple):
+    """What one object's batch gave: each request's items, the outcomes when they were
+    evaluated one by one (None: the paths were walked together, and each gave items), and
+    whether any failed."""
 
-    def __init__(
-        self, requests: Requests, engine: Engine, obj: Any, outcomes: list[Outcome]
-    ) -> None:
+    items: Sequence[list[Any]]
+    outcomes: Sequence[Outcome] | None
+    failed: bool
+
+
+class Batch:
+    """One object's outcomes, handed out by place (the deferred ones evaluated when first
+    asked for), and the write paths whose evaluation failed."""
+
+    __slots__ = ("engine", "failures", "found", "later", "obj", "requests", "size")
+
+    def __init__(self, requests: Requests, engine: Engine, obj: Any, found: Found) -> None:
         self.requests = requests
         self.engine = engine
         self.obj = obj
-        self.outcomes = outcomes
+        self.found = found
+        self.size = len(found.items)
         self.later: list[Outcome] | None = None
         self.failures: list[str] = []  # write paths whose evaluation failed
 
-    def get(self, expr: str | None, mode: Mode) -> Outcome | None:
-        """The outcome of a requested expression; None when it was not requested."""
-        if not expr:
-            return None
-        i = self.requests.index.get((expr, mode))
-        if i is not None:
-            return self.outcomes[i]
-        i = self.requests.deferred_index.get((expr, mode))
+    def at(self, i: int | None) -> Outcome | None:
+        """The outcome at place ``i``; None for no place (the field was not requested)."""
         if i is None:
             return None
+        if i < self.size:
+            outs = self.found.outcomes
+            return outs[i] if outs is not None else Outcome(self.found.items[i])
         if self.later is None:
             self.later = self.engine.evaluate(self.requests.deferred, self.obj)
-        return self.later[i]
+        return self.later[i - self.size]
 
-
-def mutation_requests(karta: Karta) -> Requests:
-    """What a mutation of ``karta``'s objects evaluates (``resolve(..., full=False)``)."""
-    return requests_for(karta, Need.MUTATE, False)
+    def get(self, expr: str | None, mode: Mode) -> Outcome | None:
+        """The outcome of a requested expression (a status mapping's); None when it was not
+        requested."""
+        return self.at(self.requests.place(expr, mode))
 
 
 def write_locations(
-    batch: Batch, expr: str | None, c: Component, field: str, warnings: list[str]
+    batch: Batch, at: int | None, c: Component, role: Role, field: str, warnings: list[str]
 ) -> list[tuple[Path_, Any]]:
-    """The locations a write field found; a failure is a warning and a mutation failure."""
-    out = batch.get(expr, "paths")
+    """The locations the write field ``role`` (its outcome at place ``at``, named ``field`` in
+    messages) found; a failure is a warning and a mutation failure."""
+    out = batch.at(at)
     if out is None:
         return []
     if out.error:
         what = f"component {c.name!r}: {field}"
-        warnings.append(f"{what} {expr!r}: {out.error}")
+        warnings.append(f"{what} {c.exprs.get(role)!r}: {out.error}")
         batch.failures.append(f"{what}: {out.error}")
     return out.items
 
@@ -143,10 +160,12 @@ def write_locations(
 @dataclass(frozen=True)
 class Shared:
     """A component's write fields as keys of one parent object: the parent's keys, its
-    length, and each field's injectable, location and JSON Pointer (in table order)."""
+    length, the expression that gives its value, and each field's injectable, location and
+    JSON Pointer (in table order)."""
 
     parent: tuple[str, ...]
     base: int
+    expression: str
     fields: tuple[tuple[str, tuple[str, ...], str], ...]
 
 
@@ -173,4 +192,4 @@ def _shared_parent(c: Component) -> Shared | None:
     (parent,) = parents
     if not parent:
         return None
-    return Shared(parent, len(parent), tuple(fields))
+    return Shared(parent, len(parent), chain_expression(parent), tuple(fields))

@@ -1,4 +1,4 @@
-"""The workload tree resolution gives (:func:`webhook.workload.resolve.resolve`): the workload,
+"""The workload tree resolution gives (:meth:`webhook.workload.locator.Locator.locate`): the workload,
 its components, their instances (pod templates, pod specs or sets of fragments) and the slots
 where each instance's injectable pod fields are written. Plain data: locations, never copies of
 the templates.

@@ -2,7 +2,7 @@
 templates (``podTemplateSpecPath``), pod specs with their metadata (``podSpecPath``,
 ``metadataPath``) and fragments (``fragmentedPodSpecDefinition``), one :class:`Row` per location
 found, before instance ids and replica counts are paired with it
-(:func:`webhook.workload.resolve.resolve`).
+(:meth:`webhook.workload.locator.Locator.locate`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ from webhook.karta.model import Component
 from webhook.workload import gpus
 from webhook.workload.batch import Batch, write_locations
 from webhook.workload.model import Slot
+
+#: where each of a component's requested fields' outcomes is in its locator's batch
+Places = Mapping[Role, int]
 
 
 @dataclass(slots=True)
@@ -60,11 +63,14 @@ def template_slots(loc: Path_, template: dict[str, Any]) -> dict[str, Slot]:
     return slots
 
 
-def template_rows(c: Component, batch: Batch, full: bool, warnings: list[str]) -> list[Row]:
+def template_rows(
+    c: Component, at: Places, batch: Batch, full: bool, warnings: list[str]
+) -> list[Row]:
     """``podTemplateSpecPath``: every injectable at its place below the template, anchored at
     the resolved template."""
     rows = []
-    for loc, val in write_locations(batch, c.expr(Role.POD_TEMPLATE_SPEC), c, TEMPLATE, warnings):
+    role = Role.POD_TEMPLATE_SPEC
+    for loc, val in write_locations(batch, at.get(role), c, role, TEMPLATE, warnings):
         if not isinstance(val, dict):
             rows.append(Row(loc, present=False))
             continue
@@ -76,15 +82,20 @@ def template_rows(c: Component, batch: Batch, full: bool, warnings: list[str]) -
 
 
 def pod_spec_rows(
-    c: Component, obj: Mapping[str, Any], batch: Batch, full: bool, warnings: list[str]
+    c: Component,
+    at: Places,
+    obj: Mapping[str, Any],
+    batch: Batch,
+    full: bool,
+    warnings: list[str],
 ) -> list[Row]:
     """``podSpecPath`` with an optional ``metadataPath``, paired by position: without a
     metadata location per pod spec there is nowhere to put labels and annotations."""
     where = f"component {c.name!r}:"
-    meta_expr = c.expr(Role.METADATA)
-    specs = write_locations(batch, c.expr(Role.POD_SPEC), c, "podSpecPath", warnings)
-    metas = write_locations(batch, meta_expr, c, "metadataPath", warnings)
-    if meta_expr and len(metas) != len(specs):
+    meta_at = at.get(Role.METADATA)
+    specs = write_locations(batch, at.get(Role.POD_SPEC), c, Role.POD_SPEC, "podSpecPath", warnings)
+    metas = write_locations(batch, meta_at, c, Role.METADATA, "metadataPath", warnings)
+    if meta_at is not None and len(metas) != len(specs):
         warnings.append(
             f"{where} metadataPath found {len(metas)} location(s) but podSpecPath {len(specs)}; labels and annotations not written"
         )
@@ -92,11 +103,11 @@ def pod_spec_rows(
     rows = []
     for i, (loc, val) in enumerate(specs):
         slots: dict[str, Slot] = {}
-        at = pointer(loc)
+        here = pointer(loc)
         for inj in INJECTABLES:
             if inj.in_pod_spec is not None:
                 steps = inj.in_pod_spec
-                slots[inj.key] = Slot((*loc, *steps), len(loc), val, at + pointer(steps))
+                slots[inj.key] = Slot((*loc, *steps), len(loc), val, here + pointer(steps))
             elif inj.in_metadata is not None and metas:
                 meta_loc, meta = metas[i]
                 if (s := _metadata_slot(obj, meta_loc, meta, inj.in_metadata)) is not None:
@@ -118,47 +129,46 @@ def _metadata_slot(obj: Any, loc: Path_, meta: Any, steps: tuple[str, ...]) -> S
 
 @dataclass(frozen=True)
 class _Fragments:
-    """A fragmented component's fields as resolution uses them, derived once per component:
-    each injectable's write field (key, expression or None, field name), then the read-only
-    GPU fields (expression or None) in :data:`GPU_FRAGMENTS` order."""
+    """A fragmented component's fields as resolution uses them, the same for every component:
+    each injectable's write field (key, role, field name), then the read-only GPU fields."""
 
-    writes: tuple[tuple[str, str | None, str], ...]
-    reads: tuple[str | None, ...]
-
-
-def _fragments(c: Component) -> _Fragments:
-    return c.derive("fragments", _fragments_of, c)
+    writes: tuple[tuple[str, Role, str], ...]
+    reads: tuple[Role, ...]
 
 
-def _fragments_of(c: Component) -> _Fragments:
-    return _Fragments(
-        tuple(
-            (i.key, c.exprs.get(i.fragment), f"fragmentedPodSpecDefinition.{i.fragment.value}")
-            for i in FRAGMENT_INJECTABLES
-            if i.fragment is not None
-        ),
-        tuple(c.exprs.get(role) for role in GPU_FRAGMENTS),
-    )
+_FRAGMENTS = _Fragments(
+    tuple(
+        (i.key, i.fragment, f"fragmentedPodSpecDefinition.{i.fragment.value}")
+        for i in FRAGMENT_INJECTABLES
+        if i.fragment is not None
+    ),
+    tuple(GPU_FRAGMENTS),
+)
 
 
 def fragment_rows(
-    c: Component, obj: Mapping[str, Any], batch: Batch, warnings: list[str], root: bool
+    c: Component,
+    at: Places,
+    obj: Mapping[str, Any],
+    batch: Batch,
+    warnings: list[str],
+    root: bool,
 ) -> list[Row]:
     """Fragmented definitions: each field has its own locations (write fields) or values
     (read-only fields), aligned by position. An instance is present when one of its write
     fragments has an existing parent object — or, for the root, one that can be created (see
     :func:`creatable`) — or, with no write fields, a read value is set."""
-    plan = _fragments(c)
+    plan = _FRAGMENTS
     found: list[list[tuple[Path_, Any]]] = []  # per injectable, in table order
     n = 0
-    for _, expr, name in plan.writes:
-        locs = write_locations(batch, expr, c, name, warnings) if expr else []
+    for _, role, name in plan.writes:
+        locs = write_locations(batch, at.get(role), c, role, name, warnings)
         found.append(locs)
         if len(locs) > n:
             n = len(locs)
     reads: list[list[Any]] = []  # per GPU field (not requested when mutating)
-    for role, expr in zip(GPU_FRAGMENTS, plan.reads, strict=True):
-        out = batch.get(expr, "values") if expr else None
+    for role in plan.reads:
+        out = batch.at(at.get(role))
         items: list[Any] = []
         if out is not None:
             if out.error:
