@@ -31,26 +31,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
+from bench_mutate import POLICY, SAMPLES  # noqa: E402  # the same samples and policy
+
 from webhook.admission import handlers  # noqa: E402
 from webhook.admission.registry import load_registry  # noqa: E402
 from webhook.base.documents import read_documents  # noqa: E402
 from webhook.base.gvk import GVK  # noqa: E402
 from webhook.jq.engine import Engine  # noqa: E402
-from webhook.mutation.policyfile import parse_policy  # noqa: E402
 
-SAMPLES = ROOT / "catalog" / "samples"
-POLICY = parse_policy(
-    {
-        "rules": [
-            {
-                "name": "kai",
-                "schedulerName": "kai-scheduler",
-                "labels": {"kai.scheduler/queue": "research"},
-                "annotations": {"example.com/owner": "$(workload.name)"},
-            }
-        ]
-    }
-)
 #: The packages top to bottom (``pyproject.toml``'s layers; siblings share a rank), with the
 #: jq engine's own layers inside ``jq``.
 LAYERS = [
