@@ -32,6 +32,7 @@ SAMPLE_OBJECTS = [
     for _, obj in read_documents(path)
 ]
 IDS = [n for n, _ in SAMPLE_OBJECTS]
+REGISTRY = load_registry()  # every definition's mutation locator compiled here, as it enters
 POLICY_DEMO = policy(
     schedulerName="kai-scheduler",
     labels={"kai.scheduler/queue": "research"},
@@ -66,8 +67,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 def test_a_mutation_compiles_nothing_and_evaluates_its_object_once(
     name: str, obj: dict[str, Any], counted: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    registry = load_registry()
-    karta = registry.lookup(GVK.of(obj))
+    karta = REGISTRY.lookup(GVK.of(obj))
     assert karta is not None
 
     def no_compile(*args: Any) -> Any:
@@ -83,10 +83,9 @@ def test_a_mutation_compiles_nothing_and_evaluates_its_object_once(
 def test_a_component_resolved_in_full_evaluates_its_deferred_requests_once(
     counted: list[str],
 ) -> None:
-    registry = load_registry()
     [(_, milvus)] = read_documents(SAMPLES / "milvus.io-milvus-v1beta1" / "cluster.yaml")
     assert isinstance(milvus, dict)
-    karta = registry.lookup(GVK.of(milvus))
+    karta = REGISTRY.lookup(GVK.of(milvus))
     assert karta is not None
     odd = copy.deepcopy(milvus)
     for name in ("proxy", "dataNode"):  # two components whose entry is not an object

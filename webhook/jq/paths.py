@@ -232,18 +232,6 @@ def walk_objects(
     return found[0] if found is not None else None
 
 
-def follow(value: Any, keys: tuple[str, ...]) -> tuple[bool, Any]:
-    """``value`` followed by the run of keys ``keys`` as :func:`walk_shared` follows one: (True,
-    what is there, null where a key is missing), or (False, None) where a key meets what is
-    neither an object nor null (the walk declines there)."""
-    for key in keys:
-        if type(value) is dict:
-            value = value.get(key)
-        elif value is not None:
-            return False, None
-    return True, value
-
-
 def chain_expression(keys: Sequence[str]) -> str:
     """The plain path expression of a run of object keys (``."spec"."components"``): what
     :func:`parse_plain` reads back as those keys, and jq evaluates as they are followed."""

@@ -98,7 +98,9 @@ class Locator:
     ) -> Workload:
         """The workload tree of ``obj``, from ``found`` (what :meth:`find` gave on ``obj``)
         when the caller has it; the engine evaluates the deferred requests, if any are needed."""
-        batch = Batch(self.requests, engine, obj, found or self.find(obj, engine))
+        if found is None:
+            found = self.find(obj, engine)
+        batch = Batch(self.requests, engine, obj, found)
         full = self.full
         warnings: list[str] = []
         components = tuple(_component(p, obj, batch, full, warnings) for p in self.parts)
