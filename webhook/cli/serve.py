@@ -4,6 +4,7 @@ to :mod:`webhook.server.run` (gunicorn)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -270,6 +271,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             )
         ]
     )
+    if not args.no_kube and (args.kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST")):
+        from webhook.cluster.wiring import namespace_problem
+
+        missing = namespace_problem(args.kubeconfig)
+        if missing:
+            _err(f"serve: {missing}")
+            return EXIT_INPUT
     if not args.no_kube and not args.manage_webhooks:
         serving.log.info(
             "--manage-webhooks=false: the webhook configurations are left as they are "

@@ -181,19 +181,26 @@ class Ticker(Daemon):
         self._wake.set()
 
     def run_forever(self) -> None:
+        """Step until stopped. A failure is logged when it differs from the one before (once
+        per change, not once per retry); the first success after failures logs that it ended."""
         failures = 0
+        last_error: str | None = None
         while not self._stop.is_set():
             try:
                 self.step()
+                if last_error is not None:
+                    log_event(self.error_event, resolved=last_error, failures=failures)
                 failures = 0
+                last_error = None
                 delay = self.retry_seconds
             except Exception as e:
                 failures += 1
                 self._dirty = True
                 delay = min(self.retry_seconds, backoff(failures, 0.5, self.retry_seconds * 4))
-                log_event(
-                    self.error_event, logging.WARNING, error=describe_error(e), failures=failures
-                )
+                error = describe_error(e)
+                if error != last_error:
+                    log_event(self.error_event, logging.WARNING, error=error, failures=failures)
+                last_error = error
             self._wake.wait(delay)
             self._wake.clear()
 

@@ -8,10 +8,16 @@ it merge-patches the ``status`` subresource of a Karta whose conditions differ, 
 resourceVersion it read (a 409 waits for the watch to bring the newer object), and never
 writes a Karta whose conditions already say the same thing. Nothing is written before the
 CRD sync's first list: "no CRD" must not be claimed before the CRDs are known.
+
+A write the API server refuses is logged as ``karta.status-failed`` naming the Karta and the
+API server's reason, once per Karta and reason (not at every retry), and tried again at the
+next tick; the other Kartas are written meanwhile.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -23,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from webhook.admission import conditions
 from webhook.admission.manifests import KARTA_RESOURCE
 from webhook.admission.state import Snapshot, State
-from webhook.cluster.api import Ticker, log_event, request
+from webhook.cluster.api import Ticker, describe_error, log_event, request
 from webhook.cluster.lease import LeaseElector
 from webhook.cluster.listwatch import object_name, resource_version
 from webhook.karta.model import GROUP, VERSION
@@ -31,6 +37,18 @@ from webhook.karta.model import GROUP, VERSION
 __all__ = ["StatusWriter"]
 
 MERGE_PATCH = "application/merge-patch+json"
+
+
+def api_reason(e: ApiException) -> str:
+    """``HTTP 422: Unprocessable Entity: <the API server's message>`` (the message of the
+    ``Status`` it answered with, when there is one)."""
+    reason = describe_error(e)
+    try:
+        body = json.loads(e.body) if e.body else None
+    except (TypeError, ValueError):
+        body = None
+    message = body.get("message") if isinstance(body, dict) else None
+    return f"{reason}: {message}" if isinstance(message, str) and message else reason
 
 
 def _generation(obj: Mapping[str, Any]) -> int | None:
@@ -73,6 +91,8 @@ class StatusWriter(Ticker):
         self._last_pass = 0.0
         #: name -> resourceVersion last patched from: that version is stale, do not try again
         self._patched_from: dict[str, str] = {}
+        #: name -> why its last write failed (logged once per change)
+        self.failed: dict[str, str] = {}
 
     def on_snapshot(self, snap: Snapshot) -> None:
         """A state listener: runs under the state's lock, so it only records and wakes."""
@@ -87,7 +107,8 @@ class StatusWriter(Ticker):
 
     def reconcile(self) -> int:
         """Patch every Karta whose conditions differ (only while leading, and once the CRDs
-        are known); returns how many were written. Raises on API errors other than 404/409."""
+        are known); returns how many were written. A write the API server refuses is logged
+        (see the module docstring) and retried at the next tick; other errors raise."""
         if not self._leading():
             return 0
         snap = self._snap
@@ -115,6 +136,7 @@ class StatusWriter(Ticker):
             if self._patch(name, rv, new, generation):
                 wrote += 1
         self._patched_from = {n: v for n, v in self._patched_from.items() if n in seen}
+        self.failed = {n: r for n, r in self.failed.items() if n in seen}
         return wrote
 
     def _patch(self, name: str, rv: str, new: list[dict[str, Any]], generation: int | None) -> bool:
@@ -133,7 +155,14 @@ class StatusWriter(Ticker):
             if e.status == 409:
                 self._dirty = True  # changed meanwhile: the watch brings it, then we look again
                 return False
-            raise
+            reason = api_reason(e)
+            if self.failed.get(name) != reason:
+                log_event("karta.status-failed", logging.WARNING, name=name, error=reason)
+            self.failed[name] = reason
+            self._dirty = True  # tried again at the next tick
+            return False
+        if self.failed.pop(name, None) is not None:
+            log_event("karta.status-recovered", name=name)
         if rv:
             self._patched_from[name] = rv
         self.writes += 1

@@ -12,9 +12,45 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from webhook.base.errors import KartaError
 from webhook.cluster.api import describe_error, identity, log_event, request
 
 LEASE_NAME = "karta-webhook-leader"
+
+
+class NamespaceMissing(KartaError):
+    """The Lease's namespace does not exist: no process can lead, so no webhook configuration
+    is kept and no Karta gets status conditions until it is created."""
+
+    def __init__(self, namespace: str, name: str = LEASE_NAME) -> None:
+        super().__init__(
+            f'namespace "{namespace}" does not exist: the leader Lease {namespace}/{name} '
+            "cannot be created, so no process leads (no Karta status conditions, no webhook "
+            f"configuration kept); create it (kubectl create namespace {namespace}) or set "
+            "POD_NAMESPACE to an existing namespace"
+        )
+        self.namespace = namespace
+
+
+def namespace_missing(api: client.ApiClient, namespace: str, name: str = LEASE_NAME) -> bool:
+    """Whether ``namespace`` is missing, asked the way the elector would find out: a
+    server-side dry-run create of the Lease (the rights the elector has; nothing is stored).
+    Only a 404 says so; any other answer or error (forbidden, unreachable, the Lease already
+    there) is not taken as missing."""
+    body = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {},
+    }
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+    try:
+        request(api, "POST", path, body=body, query=[("dryRun", "All")], timeout=5.0)
+    except ApiException as e:
+        return bool(e.status == 404)
+    except Exception:
+        return False
+    return False
 
 
 def _micro_time(t: datetime) -> str:
@@ -118,6 +154,9 @@ class LeaseElector:
             if e.status in (409, 422):  # someone else wrote first
                 self._leading_until = 0.0
                 return False
+            if e.status == 404 and method == "POST":  # creating in a namespace that is not there
+                self._leading_until = 0.0
+                raise NamespaceMissing(self.namespace, self.name) from e
             raise
         if what != "renewed":
             log_event("leader." + what.replace(" ", "-"), holder=self.holder, lease=self.name)

@@ -7,6 +7,10 @@ worker's state, a :class:`~webhook.cluster.keeper.WebhookConfigKeeper` and a
 :class:`~webhook.cluster.kartastatus.StatusWriter` sharing one :class:`~webhook.cluster.lease.LeaseElector`
 (the keeper renews it; both write only while this process leads), and a
 :class:`~webhook.cluster.livesamples.LiveSampler` that ``/validate`` finds on the state.
+
+:func:`namespace_problem` is the start-up check ``serve`` makes once, before it forks: the
+Lease lives in ``$POD_NAMESPACE`` (else the service account's namespace, else
+``karta-system``), and without that namespace no process ever leads.
 """
 
 from __future__ import annotations
@@ -23,9 +27,29 @@ from webhook.cluster.crdsync import CRDSync
 from webhook.cluster.kartastatus import StatusWriter
 from webhook.cluster.kartasync import ClusterSync
 from webhook.cluster.keeper import WebhookConfigKeeper
-from webhook.cluster.lease import LeaseElector
+from webhook.cluster.lease import LeaseElector, NamespaceMissing, namespace_missing
 from webhook.cluster.livesamples import LiveSampler, no_retry_client
 from webhook.jq.engine import Engine
+
+
+def namespace_problem(
+    kubeconfig: str | None = None,
+    *,
+    api: client.ApiClient | None = None,
+    namespace: str | None = None,
+) -> str | None:
+    """Why the cluster side cannot lead, said before anything starts: the Lease's namespace
+    does not exist (see :class:`~webhook.cluster.lease.NamespaceMissing`). None when it exists,
+    when there is no cluster configuration, or when the cluster does not say (unreachable,
+    forbidden): the jobs then report what they meet as they run."""
+    try:
+        api = api or api_client_from_config(kubeconfig)
+    except Exception:
+        return None  # the cluster side's own start reports an unusable configuration
+    if api is None:
+        return None
+    ns = namespace or pod_namespace()
+    return str(NamespaceMissing(ns)) if namespace_missing(api, ns) else None
 
 
 class Cluster:
