@@ -31,9 +31,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_INPUT, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "karta-webhook") -> argparse.ArgumentParser:
     p = _Parser(
-        prog="karta-webhook",
+        prog=prog,
         description="Kubernetes admission webhooks driven by Karta workload definitions.",
     )
     p.add_argument("--version", action="version", version=f"karta-webhook {__version__}")
@@ -176,8 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
 _FRAMES_PER_LEVEL = 8
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, *, prog: str = "karta-webhook") -> int:
+    args = build_parser(prog).parse_args(argv)
     try:
         if args.func is serve_cmd.cmd_serve:  # gunicorn wants the main thread (signals)
             return int(args.func(args))
@@ -192,3 +192,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
+
+
+def kubectl_main(argv: Sequence[str] | None = None) -> int:
+    """``kubectl karta ...``: the same commands as ``karta-webhook``, installed as the console
+    script ``kubectl-karta``, which kubectl runs as a plugin when it is on PATH (krew's
+    convention). ``describe KIND/NAME`` then reads the cluster of kubectl's current context
+    (``$KUBECONFIG``, else ``~/.kube/config``), as kubectl does."""
+    return main(argv, prog="kubectl karta")
