@@ -112,6 +112,8 @@ def parse_documents(text: str, label: str) -> list[Document]:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise InputError(f"{label}: not valid YAML/JSON{where}: {problem}") from e
+    except ValueError as e:  # an integer of more digits than Python converts (4,300)
+        raise InputError(f"{label}: not valid YAML/JSON: {str(e).split(';')[0]}") from None
     out = []
     for i, doc in enumerate(docs):
         if doc is None:

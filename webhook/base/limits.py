@@ -117,6 +117,44 @@ YAML_MAX_DEPTH: Final = 256
 #: Nodes of one YAML document with every alias expanded (a "billion laughs" stops here).
 YAML_MAX_NODES: Final = 2_000_000
 
+# --------------------------------------------------------------------------- policies
+
+# A policy is input too: written by a platform team today, by namespaces' teams once policy
+# objects come. Real platforms need dozens of rules and tens of labels; each bound below is
+# about ten times that, and together they keep the worst policy within them inside the
+# /mutate latency goal and the documented memory (bench/bench_policy_bounds.py). Every one is
+# counted while the document is read (aliases expanded), so a policy past one is refused
+# before any work in proportion to its size (docs/policy-bounds.md).
+
+#: Rules of one policy.
+MAX_POLICY_RULES: Final = 200
+#: What one rule sets: each label, annotation, nodeSelector key and toleration counts one, so
+#: do ``schedulerName`` and ``priorityClassName``.
+MAX_RULE_SETTINGS: Final = 64
+#: Entries of each map or list field over all the rules of a policy.
+MAX_POLICY_ENTRIES: Final = {
+    "labels": 256,
+    "annotations": 256,
+    "nodeSelector": 64,
+    "tolerations": 64,
+}
+#: Bytes of one annotation value, as written and as rendered (label values, names and keys
+#: have the API server's own, shorter bounds).
+MAX_ANNOTATION_VALUE_BYTES: Final = 4096
+#: What a ``$(variable)`` is counted at when a value's rendered size is bounded: the longest
+#: Kubernetes name (an object's, a DNS subdomain); a namespace or a kind is shorter.
+VARIABLE_BYTES: Final = 253
+#: Bytes every rule together may add to one pod template (keys and values, rendered at their
+#: longest, as if every rule matched it): an eighth of the 256 KiB of annotations the API
+#: server allows an object, so the workload keeps the rest for its own.
+MAX_POLICY_ADDED_BYTES: Final = 32 * 1024
+#: The API server's bound on one object's annotations, keys and values together
+#: (``TotalAnnotationSizeLimitB`` of apimachinery's ``ValidateAnnotations``).
+API_ANNOTATIONS_BYTES: Final = 256 * 1024
+#: An int64 field's range (``tolerationSeconds``): what the API server's decoder accepts.
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+
 # --------------------------------------------------------------------------- validation
 
 #: Constants of a definition's write paths tried as metadata values (``"evil"`` in

@@ -14,6 +14,9 @@ import re
 # then refused (and with it the whole create).
 _NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+#: The longest label value (and name part of a key), and the longest DNS subdomain (a key's
+#: prefix, a schedulerName, a priorityClassName), in characters, as the API server counts them
+LABEL_VALUE_MAX, DNS_SUBDOMAIN_MAX = 63, 253
 
 
 def qualified_name_errors(key: str) -> list[str]:
@@ -24,11 +27,11 @@ def qualified_name_errors(key: str) -> list[str]:
     errs = []
     if slash and not prefix:
         errs.append("prefix part must not be empty")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+    if prefix and (len(prefix) > DNS_SUBDOMAIN_MAX or not _DNS_SUBDOMAIN.fullmatch(prefix)):
         errs.append("prefix part must be a lowercase DNS subdomain of at most 253 characters")
     if not name:
         errs.append("name part must not be empty")
-    elif len(name) > 63 or not _NAME.fullmatch(name) or "/" in name:
+    elif len(name) > LABEL_VALUE_MAX or not _NAME.fullmatch(name) or "/" in name:
         errs.append(
             "name part must be at most 63 characters, alphanumerics, '-', '_' or '.', "
             "beginning and ending with an alphanumeric"
@@ -37,7 +40,7 @@ def qualified_name_errors(key: str) -> list[str]:
 
 
 def label_value_errors(value: str) -> list[str]:
-    if len(value) > 63 or not _NAME.fullmatch(value):
+    if len(value) > LABEL_VALUE_MAX or not _NAME.fullmatch(value):
         return [
             "a label value must be empty or at most 63 characters, alphanumerics, '-', '_' or '.', "
             "beginning and ending with an alphanumeric"
@@ -46,7 +49,7 @@ def label_value_errors(value: str) -> list[str]:
 
 
 def dns_subdomain_errors(value: str, what: str) -> list[str]:
-    if not value or len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
+    if not value or len(value) > DNS_SUBDOMAIN_MAX or not _DNS_SUBDOMAIN.fullmatch(value):
         return [f"{what} must be a lowercase DNS subdomain (RFC 1123) of at most 253 characters"]
     return []
 

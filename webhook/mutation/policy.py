@@ -15,7 +15,17 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from webhook.base.derived import Derives
+from webhook.base.errors import FieldError
 from webhook.base.gvk import GVK
+from webhook.base.limits import (
+    MAX_ANNOTATION_VALUE_BYTES,
+    MAX_POLICY_ADDED_BYTES,
+    MAX_POLICY_ENTRIES,
+    MAX_POLICY_RULES,
+    MAX_RULE_SETTINGS,
+    VARIABLE_BYTES,
+)
+from webhook.base.names import DNS_SUBDOMAIN_MAX, LABEL_VALUE_MAX
 from webhook.jq.engine import pointer
 from webhook.karta.fields import INJECTABLES, Injectable
 
@@ -226,3 +236,104 @@ class Policy:
 
 
 EMPTY = Policy()
+
+
+# --------------------------------------------------------------------------- bounds
+
+#: The longest a rendered value of each injectable can be and still be written: the API
+#: server's syntax bounds all but annotations', whose values are free text.
+RENDERED_MAX: dict[str, int] = {
+    "labels": LABEL_VALUE_MAX,
+    "annotations": MAX_ANNOTATION_VALUE_BYTES,
+    "schedulerName": DNS_SUBDOMAIN_MAX,
+    "priorityClassName": DNS_SUBDOMAIN_MAX,
+    "nodeSelector": LABEL_VALUE_MAX,
+    "tolerations": LABEL_VALUE_MAX,
+}
+#: a toleration's bytes besides its key and value: its operator, its effect, the
+#: ``tolerationSeconds`` an int64 spells in at most 20 characters, and the field names
+_TOLERATION_FIXED = len(
+    '{"key":"","operator":"Exists","value":"","effect":"PreferNoSchedule","tolerationSeconds":-9223372036854775808}'
+)
+
+
+def longest(template: str) -> int:
+    """The most bytes ``template`` renders to: its text, each variable counted at
+    :data:`~webhook.base.limits.VARIABLE_BYTES` (the longest Kubernetes name)."""
+    if "$" not in template:
+        return len(template.encode())
+    return sum(len(t.encode()) + (VARIABLE_BYTES if v else 0) for t, v in _pieces(template))
+
+
+def added_bytes(inj: Injectable, key: str | None, template: str) -> int:
+    """What one setting may add to a pod template, in bytes: its key (or the field's name) and
+    its value rendered at its longest, capped by what the field can hold."""
+    value = min(longest(template), RENDERED_MAX.get(inj.key, MAX_ANNOTATION_VALUE_BYTES))
+    if inj.is_list:
+        return (len(key.encode()) if key else 0) + value + _TOLERATION_FIXED
+    return len((key if key is not None else inj.key).encode()) + value
+
+
+class Tally:
+    """A policy's size, counted rule by rule while it is read (every YAML alias expanded), so
+    that a policy past a bound of :mod:`webhook.base.limits` is refused as soon as one is
+    passed, before any work in proportion to the rest (a 50 KB file that aliases expand to
+    1,000 rules of 950 labels is refused at its rule count). The same counts hold for a
+    policy from any source: a file, a test suite, a policy object.
+
+    Each method returns the errors of the bound it checks, naming the bound; once one is
+    returned the policy is refused and the reader stops."""
+
+    def __init__(self) -> None:
+        #: entries of each map and list field so far, over all rules
+        self.entries = dict.fromkeys(MAX_POLICY_ENTRIES, 0)
+        #: bytes the rules so far may add to one pod template
+        self.added = 0
+
+    @staticmethod
+    def rules(n: int) -> list[FieldError]:
+        if n > MAX_POLICY_RULES:
+            return [FieldError("rules", f"{n} rules, at most {MAX_POLICY_RULES}")]
+        return []
+
+    def rule(self, where: str, counts: Mapping[str, int]) -> list[FieldError]:
+        """One rule's entries by field (``counts``: what the document holds, before any is
+        checked): at most :data:`~webhook.base.limits.MAX_RULE_SETTINGS` in the rule, and
+        each field's total over the rules within
+        :data:`~webhook.base.limits.MAX_POLICY_ENTRIES`."""
+        total = sum(counts.values())
+        if total > MAX_RULE_SETTINGS:
+            return [FieldError(where, f"{total} settings, at most {MAX_RULE_SETTINGS} in a rule")]
+        errors = []
+        for key, n in counts.items():
+            if key not in self.entries:
+                continue
+            self.entries[key] += n
+            bound = MAX_POLICY_ENTRIES[key]
+            if self.entries[key] > bound:
+                errors.append(
+                    FieldError(
+                        f"{where}.{key}",
+                        f"{self.entries[key]} {key} in the rules up to this one, at most "
+                        f"{bound} in a policy",
+                    )
+                )
+        return errors
+
+    def bytes(self, where: str, rule: Rule) -> list[FieldError]:
+        """What ``rule`` may add to one pod template, added to the rules' before it: at most
+        :data:`~webhook.base.limits.MAX_POLICY_ADDED_BYTES` together."""
+        for inj, settings in rule.settings:
+            for s in settings:
+                key = s.key if not inj.is_list else str(dict(s.item or ()).get("key", ""))
+                self.added += added_bytes(inj, key, s.template)
+        if self.added > MAX_POLICY_ADDED_BYTES:
+            return [
+                FieldError(
+                    where,
+                    f"the rules up to this one may add {self.added:,} bytes to a pod template "
+                    f"(keys and values rendered at their longest), at most "
+                    f"{MAX_POLICY_ADDED_BYTES:,}",
+                )
+            ]
+        return []

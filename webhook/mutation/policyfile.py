@@ -34,6 +34,7 @@ from typing import Any
 
 from webhook.base.documents import read_documents
 from webhook.base.errors import FieldError, InputError
+from webhook.base.limits import INT64_MAX, INT64_MIN, MAX_ANNOTATION_VALUE_BYTES
 from webhook.base.names import label_value_errors, qualified_name_errors
 from webhook.karta.fields import INJECTABLES, Injectable
 from webhook.mutation.policy import (
@@ -45,6 +46,8 @@ from webhook.mutation.policy import (
     Match,
     Policy,
     Rule,
+    Tally,
+    longest,
     render,
     toleration_identity,
     variables_in,
@@ -127,6 +130,16 @@ def _entries(inj: Injectable, value: Any, where: str, errors: list[FieldError]) 
         if _check_template(val, kwhere, errors) and inj.check_value:
             for e in inj.check_value(_sample(val)):
                 errors.append(FieldError(kwhere, f"invalid value {val!r}: {e}"))
+        if not inj.check_value and (size := longest(val)) > MAX_ANNOTATION_VALUE_BYTES:
+            # free text (annotations): bounded in size, rendered with every variable at its
+            # longest, so that no rendered value can pass the API server's total alone
+            errors.append(
+                FieldError(
+                    kwhere,
+                    f"value of {size:,} bytes (variables at their longest), at most "
+                    f"{MAX_ANNOTATION_VALUE_BYTES:,}",
+                )
+            )
         out.append((key, val))
     return tuple(out)
 
@@ -196,6 +209,19 @@ def _toleration(t: dict[str, Any], at: str, errors: list[FieldError]) -> None:
         secs = t["tolerationSeconds"]
         if isinstance(secs, bool) or not isinstance(secs, int):
             errors.append(FieldError(f"{at}.tolerationSeconds", "must be an integer"))
+        elif not INT64_MIN <= secs <= INT64_MAX:
+            # an int64 field: the API server cannot decode a pod that has more
+            shown = (
+                f"{secs}"
+                if len(str(abs(secs))) <= 40
+                else f"an integer of {len(str(abs(secs)))} digits"
+            )
+            errors.append(
+                FieldError(
+                    f"{at}.tolerationSeconds",
+                    f"{shown} is out of range: an int64, {INT64_MIN} to {INT64_MAX}",
+                )
+            )
         elif effect != "NoExecute":
             errors.append(FieldError(f"{at}.tolerationSeconds", "only with effect NoExecute"))
 
@@ -239,8 +265,17 @@ def _match(value: Any, where: str, errors: list[FieldError]) -> Match:
     )
 
 
-def _rule(raw: dict[Any, Any], i: int, seen: set[str], errors: list[FieldError]) -> Rule:
-    """The ``i``-th rule (a map), checked; its name joins ``seen`` (names are unique)."""
+def _count(value: Any) -> int:
+    """Entries a rule's field holds as written: a map's keys, a list's items, one value."""
+    return len(value) if isinstance(value, dict | list) else int(value is not None)
+
+
+def _rule(
+    raw: dict[Any, Any], i: int, seen: set[str], errors: list[FieldError], tally: Tally
+) -> Rule | None:
+    """The ``i``-th rule (a map), checked; its name joins ``seen`` (names are unique). None
+    when it passes a bound of the policy's (``tally``, in ``errors``): the policy is refused,
+    and nothing of the rule is checked further."""
     base = f"rules[{i}]"
     name = raw.get("name")
     if not isinstance(name, str) or not name:
@@ -258,6 +293,10 @@ def _rule(raw: dict[Any, Any], i: int, seen: set[str], errors: list[FieldError])
                     f"unknown field; a rule has {', '.join(sorted(_RULE_FIELDS))}",
                 )
             )
+    over = tally.rule(base, {inj.key: _count(raw.get(inj.key)) for inj in INJECTABLES})
+    if over:
+        errors.extend(over)
+        return None
     match = _match(raw.get("match"), f"{base}.match", errors)
     overwrite = raw.get("overwrite", False)
     if not isinstance(overwrite, bool):
@@ -278,6 +317,10 @@ def _rule(raw: dict[Any, Any], i: int, seen: set[str], errors: list[FieldError])
     if not sets and not items:
         keys = [i.key for i in INJECTABLES]
         errors.append(FieldError(base, f"sets nothing: give {', '.join(keys[:-1])} or {keys[-1]}"))
+    over = tally.bytes(base, rule)
+    if over:
+        errors.extend(over)
+        return None
     return rule
 
 
@@ -318,13 +361,21 @@ def parse_policy(doc: Any, source: str = "<policy>") -> Policy:
     raw_rules = doc.get("rules") or []
     if not isinstance(raw_rules, list):
         raise PolicyError(source, [FieldError("rules", "must be a list")])
+    # Bounds first, counted as the rules are read: past one, nothing more is checked.
+    over = Tally.rules(len(raw_rules))
+    if over:
+        raise PolicyError(source, errors + over)
     rules: list[Rule] = []
     seen: set[str] = set()
+    tally = Tally()
     for i, raw in enumerate(raw_rules):
         if not isinstance(raw, dict):
             errors.append(FieldError(f"rules[{i}]", "a rule must be a map"))
             continue
-        rules.append(_rule(raw, i, seen, errors))
+        rule = _rule(raw, i, seen, errors, tally)
+        if rule is None:
+            raise PolicyError(source, errors)
+        rules.append(rule)
     if errors:
         raise PolicyError(source, errors)
     ordered = tuple(op for op in OPERATIONS if op in operations)
