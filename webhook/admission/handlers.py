@@ -27,6 +27,7 @@ from webhook.karta.model import Karta, is_karta_kind
 from webhook.karta.samples import Sample, SampleIndex
 from webhook.mutation import stamp
 from webhook.mutation.plan import Plan, plan
+from webhook.mutation.podadmission import fit_pod
 from webhook.mutation.policy import Policy
 from webhook.schema.crds import SchemaIndex
 from webhook.validation.check import Report, check
@@ -61,28 +62,40 @@ def nothing_found(w: Workload, karta: Karta) -> list[str]:
     return [f"definition {karta.name!r} found no pod template on this object; nothing written"]
 
 
-def mutate_with(karta: Karta, policy: Policy, obj: Mapping[str, Any], engine: Engine) -> Plan:
-    """Plan the patch of one object under its definition, with every warning. The object goes
-    down once, to the definition's locator; what it finds is planned straight away when
-    :func:`webhook.mutation.stamp.plan` can, else the workload is located from it."""
+def mutate_with(
+    karta: Karta,
+    policy: Policy,
+    obj: Mapping[str, Any],
+    engine: Engine,
+    operation: str = "CREATE",
+) -> Plan:
+    """Plan the patch of one object under its definition, with every warning, for an
+    admission of ``operation``. The object goes down once, to the definition's locator; what
+    it finds is planned straight away when :func:`webhook.mutation.stamp.plan` can, else the
+    workload is located from it. A bare Pod's plan is then fitted to what the API server does
+    to Pods (:func:`webhook.mutation.podadmission.fit_pod`)."""
     where = locator(karta)
     found = where.find(obj, engine)
     if not found.failed and type(obj) is dict and (lane := stamp.lane(karta)) is not None:
         fast = stamp.plan(karta, lane, policy, obj, found.items)
         if fast is not None:
-            return fast
+            return fit_pod(obj, fast, operation)
     workload = where.locate(obj, engine, found)
     result = plan(workload, policy, obj)
     result.warnings[:0] = [*workload.warnings, *nothing_found(workload, karta)]
-    return result
+    return fit_pod(obj, result, operation)
 
 
 def mutate_object(
-    registry: Registry, policy: Policy, obj: Mapping[str, Any], engine: Engine
+    registry: Registry,
+    policy: Policy,
+    obj: Mapping[str, Any],
+    engine: Engine,
+    operation: str = "CREATE",
 ) -> Plan | None:
     """Resolve and plan one object; None when its kind has no definition."""
     karta = registry.lookup(GVK.of(obj))
-    return mutate_with(karta, policy, obj, engine) if karta is not None else None
+    return mutate_with(karta, policy, obj, engine, operation) if karta is not None else None
 
 
 def mutate(req: Request, registry: Registry, policy: Policy, engine: Engine) -> Result:
@@ -107,7 +120,7 @@ def mutate(req: Request, registry: Registry, policy: Policy, engine: Engine) -> 
         # alone: its pods are going, and a patch could only stand in the way of the delete.
         return Result(resp, kind, "skipped")
     try:
-        m = mutate_with(karta, policy, obj, engine)
+        m = mutate_with(karta, policy, obj, engine, req.operation)
     except Exception as e:  # a definition meeting an object it cannot read
         why = f"{type(e).__name__}: {e}"
         return _not_mutated(resp, req, karta, policy, "error", why)

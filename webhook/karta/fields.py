@@ -137,8 +137,11 @@ class Injectable:
     check_value: Callable[[str], list[str]] | None
     #: how a value that fails ``check_value`` is called in a warning (only with a check)
     invalid: str = ""
-    #: values that count as not set: without ``overwrite`` they are replaced all the same
-    unset: tuple[str, ...] = ()
+    #: values that count as not set: without ``overwrite`` they are replaced all the same. A
+    #: zero value is unset for every field (Go's zero value: ``""`` is what the API server and
+    #: controllers read as no value; ``null``, ``{}`` and ``[]`` are handled as absent by the
+    #: planners), so an empty string never keeps a policy's value out
+    unset: tuple[str, ...] = ("",)
     #: a list of objects (tolerations): each entry is appended unless one with the same
     #: identity (:func:`webhook.mutation.policy.toleration_identity`) is there
     is_list: bool = False
@@ -185,7 +188,7 @@ INJECTABLES: tuple[Injectable, ...] = (
         # The API server defaults every built-in pod spec (Pods, Deployments' and Jobs'
         # templates) to the default scheduler before any webhook sees it, so that value says
         # nothing about what the user wants; a policy's scheduler replaces it.
-        unset=("default-scheduler",),
+        unset=("", "default-scheduler"),
     ),
     Injectable(
         key="priorityClassName",
