@@ -294,6 +294,10 @@ def _counted(text: str) -> bool:
         and _sample(text, req, webhook="validate", kind="Karta", outcome="allowed") >= 1
         and _sample(text, "karta_webhook_patch_operations_total", kind="JobSet") > 0
         and _sample(text, "karta_webhook_request_duration_seconds_count", webhook="mutate") >= 5
+        # the CPU per admission, derived: the handling's share of the workers' CPU
+        and 0
+        < _sample(text, "karta_webhook_request_cpu_seconds_total", webhook="mutate")
+        < _sample(text, "karta_webhook_server_cpu_seconds_total")
         and _sample(text, "karta_webhook_definitions_loaded") >= 20
     )
 

@@ -58,6 +58,20 @@ def test_every_kind_of_write_survives_and_is_counted(broken: None) -> None:
     }
 
 
+def test_a_failing_cpu_write_is_counted_and_the_admissions_still_written(
+    broken: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(*_: Any, **__: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(metrics.SERVER_CPU, "inc", fail)
+    metrics.count_admission("mutate", "Pod", "CREATE", "allowed", 0.001, 0, None, 0.0001)
+    metrics.flush()
+    assert metrics.FAILURES["server_cpu"] == 1
+    assert metrics.FAILURES["admissions"] == 1  # tried too (``child`` fails in this fixture)
+    assert len(metrics._queued) == 0
+
+
 def test_a_scrape_reports_the_failures_of_the_process_answering(
     broken: None, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

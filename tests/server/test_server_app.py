@@ -361,6 +361,29 @@ def test_metrics_exposition(client) -> None:
     assert "karta_webhook_definitions_loaded " in text
 
 
+def test_cpu_per_admission_is_exposed(client) -> None:
+    """/metrics has what the CPU per admission is derived from: the request threads' CPU
+    seconds by webhook, and the serving process's CPU seconds, beside the request count."""
+    body = review(load(JOBSET))
+    requests = "karta_webhook_requests_total"
+    n0 = metric(requests, webhook="mutate", kind="JobSet", operation="CREATE", outcome="patched")
+    before = time.process_time()
+    handled0 = metric("karta_webhook_request_cpu_seconds_total", webhook="mutate")
+    served0 = metric("karta_webhook_server_cpu_seconds_total")
+    for _ in range(20):
+        assert answer(post(client, "/mutate", body))["patchType"] == "JSONPatch"
+    n1 = metric(requests, webhook="mutate", kind="JobSet", operation="CREATE", outcome="patched")
+    handled = metric("karta_webhook_request_cpu_seconds_total", webhook="mutate") - handled0
+    served = metric("karta_webhook_server_cpu_seconds_total") - served0
+    after = time.process_time()
+    assert n1 - n0 == 20
+    # the handling is part of what the process spent, which is all it spent in between
+    assert 0 < handled <= served <= after - before
+    text = client.get("/metrics").get_data(as_text=True)
+    assert 'karta_webhook_request_cpu_seconds_total{webhook="mutate"}' in text
+    assert "karta_webhook_server_cpu_seconds_total " in text
+
+
 class Clock:
     """A monotonic clock the test moves by hand."""
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -54,6 +55,8 @@ __all__ = [
     "RELOAD_SUCCESS",
     "RELOAD_TIME",
     "REQUESTS",
+    "REQUEST_CPU",
+    "SERVER_CPU",
     "child",
     "count_admission",
     "count_cut",
@@ -70,8 +73,9 @@ ENV = "PROMETHEUS_MULTIPROC_DIR"
 log = logging.getLogger("karta_webhook.metrics")
 
 #: Metric writes that failed in this process, by what was being written: ``admissions`` (a
-#: batch of counted requests, then lost), ``connections``, ``definitions``, ``reload_status``,
-#: ``mark_dead`` (a dead worker's live gauges), ``render`` (a scrape answered without them).
+#: batch of counted requests, then lost), ``server_cpu`` (the CPU seconds of one flush, then
+#: lost), ``connections``, ``definitions``, ``reload_status``, ``mark_dead`` (a dead worker's
+#: live gauges), ``render`` (a scrape answered without them).
 FAILURES: dict[str, int] = {}
 _failures_lock = threading.Lock()
 #: Failures counted elsewhere, exported with these (``serve`` adds ``logs``: lines not written).
@@ -129,6 +133,22 @@ DURATION = Histogram(
     "Time from reading an admission request to its encoded answer.",
     ["webhook"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
+# The CPU budget of an admission, as an operator sees it in a cluster: divided by the rate of
+# REQUESTS (of a webhook, or of all), the CPU seconds per admission of its handling, and of
+# the whole server.
+REQUEST_CPU = Counter(
+    "karta_webhook_request_cpu_seconds",
+    "CPU seconds of the request threads from reading an admission request to its encoded "
+    "answer (decode, handler, encode, count, log), by webhook; over "
+    "karta_webhook_requests_total of the webhook, the handling's CPU per admission.",
+    ["webhook"],
+)
+SERVER_CPU = Counter(
+    "karta_webhook_server_cpu_seconds",
+    "CPU seconds of the processes that serve requests (each worker, every thread: TLS, HTTP, "
+    "the poller, the handlers; not their jq sandbox children, nor gunicorn's master); over "
+    "karta_webhook_requests_total, the server's CPU per admission.",
 )
 PATCH_OPS = Counter(
     "karta_webhook_patch_operations",
@@ -206,9 +226,13 @@ FLUSH_EVERY = 0.5
 #: even when nothing else flushes it (the CLI, tests, a stalled flusher).
 FLUSH_AT = 4096
 
-#: (webhook, kind, operation, outcome, seconds, patch ops, failure reason or None)
-Admission = tuple[str, str, str, str, float, int, str | None]
+#: (webhook, kind, operation, outcome, seconds, patch ops, failure reason or None, CPU seconds)
+Admission = tuple[str, str, str, str, float, int, str | None, float]
 _queued: deque[Admission] = deque()
+#: This process's CPU seconds already added to :data:`SERVER_CPU` (a forked worker starts at
+#: 0, as its CPU times do).
+_cpu_counted = 0.0
+_cpu_lock = threading.Lock()
 
 
 def count_admission(
@@ -219,9 +243,11 @@ def count_admission(
     seconds: float,
     ops: int = 0,
     failure: str | None = None,
+    cpu: float = 0.0,
 ) -> None:
     """Count one answered admission request in :data:`REQUESTS`, :data:`DURATION`,
-    :data:`PATCH_OPS` and :data:`MUTATION_FAILURES`.
+    :data:`PATCH_OPS`, :data:`MUTATION_FAILURES` and :data:`REQUEST_CPU` (``cpu``: the CPU
+    seconds of its thread).
 
     The request only queues it: updating four metrics in multiprocess mode takes a lock and a
     write to a shared file each, the largest cost on the path of a request after its own work.
@@ -230,32 +256,43 @@ def count_admission(
     process renders ``/metrics``, and here when more than :data:`FLUSH_AT` are queued. So a
     scrape can miss at most the last :data:`FLUSH_EVERY` seconds of another worker's requests,
     which the next scrape has."""
-    _queued.append((webhook, kind, operation, outcome, seconds, ops, failure))
+    _queued.append((webhook, kind, operation, outcome, seconds, ops, failure, cpu))
     if len(_queued) > FLUSH_AT:
         flush()
 
 
 def flush() -> None:
-    """Write the queued admissions to the metrics (safe from any thread: each is taken off
-    the queue once). Never raises: a batch that cannot be written is counted in
-    :data:`FAILURES` and dropped, so the queue stays bounded."""
+    """Write the queued admissions to the metrics, and this process's CPU seconds since the
+    last flush to :data:`SERVER_CPU` (safe from any thread: each is taken off the queue once).
+    Never raises: a batch that cannot be written is counted in :data:`FAILURES` and dropped,
+    so the queue stays bounded."""
     take = _queued.popleft
     counts: dict[tuple[str, ...], int] = {}
     durations: list[tuple[str, float]] = []
     ops_by_kind: dict[str, int] = {}
     failures: dict[tuple[str, str], int] = {}
+    cpu_by_webhook: dict[str, float] = {}
     while True:
         try:
-            webhook, kind, operation, outcome, seconds, ops, failure = take()
+            webhook, kind, operation, outcome, seconds, ops, failure, cpu = take()
         except IndexError:
             break
         key = (webhook, kind, operation, outcome)
         counts[key] = counts.get(key, 0) + 1
         durations.append((webhook, seconds))
+        cpu_by_webhook[webhook] = cpu_by_webhook.get(webhook, 0.0) + cpu
         if ops:
             ops_by_kind[kind] = ops_by_kind.get(kind, 0) + ops
         if failure:
             failures[(kind, failure)] = failures.get((kind, failure), 0) + 1
+    global _cpu_counted
+    with _cpu_lock:
+        now = time.process_time()
+        server_cpu, _cpu_counted = now - _cpu_counted, now
+    try:
+        SERVER_CPU.inc(max(0.0, server_cpu))
+    except Exception as e:  # the metrics directory: never the request's problem
+        _failed("server_cpu", e)
     if not counts:
         return
     try:
@@ -263,6 +300,8 @@ def flush() -> None:
             child(DURATION, webhook).observe(seconds)
         for labels, n in counts.items():
             child(REQUESTS, *labels).inc(n)
+        for webhook, cpu in cpu_by_webhook.items():
+            child(REQUEST_CPU, webhook).inc(cpu)
         for kind, n in ops_by_kind.items():
             child(PATCH_OPS, kind).inc(n)
         for labels, n in failures.items():
