@@ -240,7 +240,7 @@ def test_mutate_json_of_a_document_deeper_than_orjson_indents(
 def test_mutate_exit_codes_as_readme_says(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, code: int, says: str
 ) -> None:
-    """README: 0 ok, 1 a finding (no definition for a document), 2 unusable input; never a
+    """docs/cli.md: 0 ok, 1 a finding (no definition for a document), 2 unusable input; never a
     traceback, whatever the output format."""
     f = tmp_path / "in.yaml"
     f.write_text(text)

@@ -1,4 +1,4 @@
-"""README's contract for every subcommand, as a table: the exit code (0 ok, 1 a finding, 2
+"""docs/cli.md's contract for every subcommand, as a table: the exit code (0 ok, 1 a finding, 2
 unusable input) and what stderr says, run as a user runs it (``python -m webhook`` in a
 subprocess, so an exception nobody caught shows as it would), and never a traceback.
 
@@ -350,7 +350,7 @@ def test_every_subcommand_is_in_the_table() -> None:
 
 
 def test_multi_document_output_shapes(inputs: Path) -> None:
-    """What README says several documents print: ``mutate -o json`` a v1 List, ``-o patch`` a
+    """What docs/cli.md says several documents print: ``mutate -o json`` a v1 List, ``-o patch`` a
     list of patches in order, ``describe -o json`` ``{items, count}``; one document its own."""
     two, one = str(inputs / "two.yaml"), str(JOBSET)
     listed = json.loads(run(["mutate", "-f", two, "-o", "json"], inputs).stdout)

@@ -292,7 +292,7 @@ def test_every_catalog_kind_with_whole_templates_or_pod_specs_carries_all_six() 
 
 
 def policy_fields_table() -> str:
-    """README's table of kinds and fields, from the catalog as loaded (``✓`` carried, ``—`` no
+    """docs/policy.md's table of kinds and fields, from the catalog as loaded (``✓`` carried, ``—`` no
     place, ``refused¹`` refused by the kind)."""
     from webhook.karta.fields import INJECTABLE_KEYS
 
@@ -316,13 +316,23 @@ def policy_fields_table() -> str:
     return "\n".join(lines)
 
 
-def test_readme_table_of_policy_fields_is_the_catalogs() -> None:
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_docs_table_of_policy_fields_is_the_catalogs() -> None:
+    """The table lives in docs/policy.md (README links it); wherever it is, in README.md or a
+    file of docs/, there is exactly one and it is the catalog's."""
+    root = Path(__file__).resolve().parents[2]
+    holders = [
+        p
+        for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+        if "<!-- policy-fields-table" in p.read_text()
+    ]
+    assert len(holders) == 1, f"the policy fields table is in {holders}, not in one file"
+    text = holders[0].read_text()
     start = text.index("<!-- policy-fields-table")
     start = text.index("\n", start) + 1
     end = text.index("<!-- /policy-fields-table -->")
     assert text[start:end].strip() == policy_fields_table(), (
-        "README's table is stale; print tests.test_policy_fields.policy_fields_table()"
+        f"{holders[0].relative_to(root)}'s table is stale; print "
+        "tests.test_policy_fields.policy_fields_table()"
     )
 
 

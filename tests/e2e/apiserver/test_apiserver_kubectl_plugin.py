@@ -20,6 +20,7 @@ from typing import Any
 
 import kapi
 import yaml
+from docblocks import block, console_commands, matches
 from hooks import serve_env
 
 SAMPLE = kapi.ROOT / "catalog/samples/jobset.x-k8s.io-jobset-v1alpha2/leader-workers.yaml"
@@ -88,6 +89,16 @@ def test_kubectl_karta_describe_jobset(
     assert lines[2].startswith("  Definition:  jobset-x-k8s-io-jobset-v1alpha2 (")
     assert "JobSet/trainer: 0/0 ready, 12 GPUs" in out.stdout
     assert "      workers: replicas 2, 0/0 ready, 8 GPUs" in out.stdout
+
+    # README's example, as written but for the namespace (research there, this test's here).
+    # The definition may be a Karta another test applied: its origin then says cluster.
+    [(cmd, expected)] = console_commands(block("README.md", "readme-kubectl-karta"))
+    assert cmd.startswith("kubectl karta ")
+    args = cmd.removeprefix("kubectl karta ").replace("research", ns).split()
+    out = kubectl_karta(plane, home, bin_dir, *args)
+    assert out.returncode == 0, out.stderr
+    printed = out.stdout.replace(" (cluster)", " (catalog)").splitlines()
+    assert matches([x.replace("research", ns) for x in expected], printed), out.stdout
 
     # The namespace of kubectl's current context, no -n; JSON as karta-webhook prints it.
     home2 = home_with_kubeconfig(plane, tmp_path / "home2", ns)
