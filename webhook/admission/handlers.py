@@ -29,6 +29,7 @@ from webhook.mutation import stamp
 from webhook.mutation.plan import Plan, plan
 from webhook.mutation.podadmission import fit_pod
 from webhook.mutation.policy import Policy
+from webhook.mutation.scope import Namespaces, Narrowed, contextual, narrow
 from webhook.schema.crds import SchemaIndex
 from webhook.validation.check import Report, check
 from webhook.workload.locator import locator
@@ -68,12 +69,30 @@ def mutate_with(
     obj: Mapping[str, Any],
     engine: Engine,
     operation: str = "CREATE",
+    namespaces: Namespaces | None = None,
 ) -> Plan:
     """Plan the patch of one object under its definition, with every warning, for an
     admission of ``operation``. The object goes down once, to the definition's locator; what
     it finds is planned straight away when :func:`webhook.mutation.stamp.plan` can, else the
     workload is located from it. A bare Pod's plan is then fitted to what the API server does
-    to Pods (:func:`webhook.mutation.podadmission.fit_pod`)."""
+    to Pods (:func:`webhook.mutation.podadmission.fit_pod`).
+
+    A policy with label selectors or values from metadata is first decided for this object
+    (:func:`webhook.mutation.scope.narrow`) with ``namespaces``, the namespaces known (None:
+    none); what it could not decide joins the plan's failures."""
+    if not contextual(policy):
+        return _plan(karta, policy, obj, engine, operation)
+    decided = _narrowed(karta, policy, obj, namespaces)
+    got = _plan(karta, decided.policy, obj, engine, operation)
+    if decided.failures:
+        got.warnings[:0] = decided.warnings
+        got.failures[:0] = decided.failures
+    return got
+
+
+def _plan(
+    karta: Karta, policy: Policy, obj: Mapping[str, Any], engine: Engine, operation: str
+) -> Plan:
     where = locator(karta)
     found = where.find(obj, engine)
     if not found.failed and type(obj) is dict and (lane := stamp.lane(karta)) is not None:
@@ -86,19 +105,39 @@ def mutate_with(
     return fit_pod(obj, result, operation)
 
 
+def _narrowed(
+    karta: Karta, policy: Policy, obj: Mapping[str, Any], namespaces: Namespaces | None
+) -> Narrowed:
+    meta = obj.get("metadata")
+    namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
+    gvk = GVK.of(obj) or karta.gvk
+    return narrow(policy, obj, gvk, namespace if isinstance(namespace, str) else "", namespaces)
+
+
 def mutate_object(
     registry: Registry,
     policy: Policy,
     obj: Mapping[str, Any],
     engine: Engine,
     operation: str = "CREATE",
+    namespaces: Namespaces | None = None,
 ) -> Plan | None:
     """Resolve and plan one object; None when its kind has no definition."""
     karta = registry.lookup(GVK.of(obj))
-    return mutate_with(karta, policy, obj, engine, operation) if karta is not None else None
+    if karta is None:
+        return None
+    return mutate_with(karta, policy, obj, engine, operation, namespaces)
 
 
-def mutate(req: Request, registry: Registry, policy: Policy, engine: Engine) -> Result:
+def mutate(
+    req: Request,
+    registry: Registry,
+    policy: Policy,
+    engine: Engine,
+    namespaces: Namespaces | None = None,
+) -> Result:
+    """The mutating webhook's answer to ``req``; ``namespaces`` are the namespaces known (their
+    labels and annotations, for the policy's selectors and values)."""
     resp = Response(uid=req.uid)
     gvk = req.object_kind
     kind = gvk.kind if gvk else ""
@@ -120,7 +159,7 @@ def mutate(req: Request, registry: Registry, policy: Policy, engine: Engine) -> 
         # alone: its pods are going, and a patch could only stand in the way of the delete.
         return Result(resp, kind, "skipped")
     try:
-        m = mutate_with(karta, policy, obj, engine, req.operation)
+        m = mutate_with(karta, policy, obj, engine, req.operation, namespaces)
     except Exception as e:  # a definition meeting an object it cannot read
         why = f"{type(e).__name__}: {e}"
         return _not_mutated(resp, req, karta, policy, "error", why)

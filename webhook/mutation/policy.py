@@ -28,8 +28,19 @@ from webhook.base.limits import (
 from webhook.base.names import DNS_SUBDOMAIN_MAX, LABEL_VALUE_MAX
 from webhook.jq.engine import pointer
 from webhook.karta.fields import INJECTABLES, Injectable
+from webhook.mutation.selectors import Selector
 
 VARIABLES = ("workload.name", "workload.namespace", "workload.kind", "component", "instance")
+#: The variables read from the namespace's and the workload's metadata (``KEY``: a label or
+#: annotation key), decided per request by :func:`webhook.mutation.scope.narrow`: a key that is
+#: missing makes the setting not applicable.
+CONTEXT_VARIABLES = (
+    "namespace.labels['KEY']",
+    "namespace.annotations['KEY']",
+    "workload.labels['KEY']",
+    "workload.annotations['KEY']",
+)
+_CONTEXT_VAR = re.compile(r"(namespace|workload)\.(labels|annotations)\['([^']*)'\]")
 _VAR = re.compile(r"\$\$|\$\(([^)]*)\)")
 #: a toleration's fields, in the order a written one has them
 TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
@@ -44,6 +55,12 @@ FAILURE_MODES = ("open", "closed")
 
 def variables_in(template: str) -> list[str]:
     return [m.group(1) for m in _VAR.finditer(template) if m.group(0) != "$$"]
+
+
+def context_variable(name: str) -> tuple[str, str, str] | None:
+    """``("namespace", "labels", "k")`` for ``namespace.labels['k']``, None for any other name."""
+    m = _CONTEXT_VAR.fullmatch(name)
+    return (m.group(1), m.group(2), m.group(3)) if m else None
 
 
 def render(template: str, values: Mapping[str, str]) -> str:
@@ -86,6 +103,15 @@ class Match:
     namespaces: tuple[str, ...] = ()
     components: tuple[str, ...] = ()
     instances: tuple[str, ...] = ()
+    #: the namespace's labels (``namespaceSelector``) and the workload's own (``objectSelector``),
+    #: decided per request by :func:`webhook.mutation.scope.narrow`
+    namespace_selector: Selector | None = None
+    object_selector: Selector | None = None
+
+    @property
+    def selective(self) -> bool:
+        """Whether the match needs the workload's labels or its namespace's."""
+        return self.namespace_selector is not None or self.object_selector is not None
 
     def workload(self, gvk: GVK, namespace: str) -> bool:
         if self.kinds and not any(

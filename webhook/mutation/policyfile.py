@@ -11,9 +11,14 @@ A policy is a YAML document::
         namespaces: [research, "team-*"]            # shell-style globs
         components: [replicatedjob]                 # component names of the definition
         instances: ["worker*"]                      # globs on instance ids
+        namespaceSelector:                          # the namespace's labels (LabelSelector)
+          matchLabels: {team: research}
+        objectSelector:                             # the workload's own labels
+          matchExpressions: [{key: tier, operator: NotIn, values: [batch]}]
       schedulerName: kai-scheduler
       labels: {kai.scheduler/queue: research}
-      annotations: {example.com/owner: "$(workload.name)"}
+      annotations: {example.com/owner: "$(workload.name)"}   # also $(namespace.labels['k']),
+                                     # $(namespace.annotations['k']), $(workload.labels['k']) ...
       priorityClassName: train       # set when absent
       nodeSelector: {nvidia.com/gpu.present: "true"}   # merged by key
       tolerations:                   # appended unless one with the same key, operator, effect
@@ -38,6 +43,7 @@ from webhook.base.limits import INT64_MAX, INT64_MIN, MAX_ANNOTATION_VALUE_BYTES
 from webhook.base.names import label_value_errors, qualified_name_errors
 from webhook.karta.fields import INJECTABLES, Injectable
 from webhook.mutation.policy import (
+    CONTEXT_VARIABLES,
     FAILURE_MODES,
     OPERATIONS,
     TOLERATION_FIELDS,
@@ -47,17 +53,21 @@ from webhook.mutation.policy import (
     Policy,
     Rule,
     Tally,
+    context_variable,
     longest,
     render,
     toleration_identity,
     variables_in,
 )
+from webhook.mutation.selectors import parse_selector
 
 _RULE_FIELDS = {"name", "match", "overwrite", *(i.key for i in INJECTABLES)}
 #: the values the API server accepts for two of a toleration's fields
 TOLERATION_OPERATORS = ("Equal", "Exists")
 TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-_MATCH_FIELDS = {"kinds", "namespaces", "components", "instances"}
+_MATCH_FIELDS = {
+    "kinds", "namespaces", "components", "instances", "namespaceSelector", "objectSelector",
+}  # fmt: skip
 _POLICY_FIELDS = ("rules", "operations", "failureMode")
 
 
@@ -82,19 +92,29 @@ def _strings(value: Any, where: str, errors: list[FieldError]) -> tuple[str, ...
 
 
 def _check_template(template: str, where: str, errors: list[FieldError]) -> bool:
-    unknown = [v for v in variables_in(template) if v not in VARIABLES]
-    for v in unknown:
-        errors.append(
-            FieldError(
-                where, f"unknown variable $({v}); known: {', '.join(f'$({n})' for n in VARIABLES)}"
-            )
-        )
-    return not unknown
+    bad = False
+    for v in variables_in(template):
+        if v in VARIABLES:
+            continue
+        bad = True
+        got = context_variable(v)
+        if got is None:
+            known = ", ".join(f"$({n})" for n in (*VARIABLES, *CONTEXT_VARIABLES))
+            errors.append(FieldError(where, f"unknown variable $({v}); known: {known}"))
+            continue
+        _, which, key = got
+        what = "label" if which == "labels" else "annotation"
+        problems = qualified_name_errors(key) if key else ["must be non-empty"]
+        if not problems:
+            bad = False
+        for e in problems:
+            errors.append(FieldError(where, f"$({v}): invalid {what} key {key!r}: {e}"))
+    return not bad
 
 
 def _sample(template: str) -> str:
     """A template rendered with placeholder values: what its syntax can be checked on."""
-    return render(template, dict.fromkeys(VARIABLES, "x"))
+    return render(template, dict.fromkeys(variables_in(template), "x"))
 
 
 def _entries(inj: Injectable, value: Any, where: str, errors: list[FieldError]) -> Entries:
@@ -262,6 +282,10 @@ def _match(value: Any, where: str, errors: list[FieldError]) -> Match:
         namespaces=_strings(m.get("namespaces"), f"{where}.namespaces", errors),
         components=_strings(m.get("components"), f"{where}.components", errors),
         instances=_strings(m.get("instances"), f"{where}.instances", errors),
+        namespace_selector=parse_selector(
+            m.get("namespaceSelector"), f"{where}.namespaceSelector", errors
+        ),
+        object_selector=parse_selector(m.get("objectSelector"), f"{where}.objectSelector", errors),
     )
 
 
