@@ -60,6 +60,13 @@ def build_parser(prog: str = "karta-webhook") -> argparse.ArgumentParser:
     m.add_argument(
         "--policy", metavar="FILE", help="injection policy (YAML); none: nothing is injected"
     )
+    m.add_argument(
+        "--namespaces",
+        metavar="FILE",
+        help="Namespace objects (or a List of them, as kubectl get namespaces -o yaml prints) "
+        "whose labels and annotations the policy's namespaceSelector and $(namespace.*) values "
+        "read; Namespace documents among -f's are read too",
+    )
     catalog(m)
     m.add_argument("-o", "--output", choices=("yaml", "json", "patch"), default="yaml")
     m.set_defaults(func=cmd_mutate)

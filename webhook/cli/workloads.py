@@ -19,6 +19,7 @@ from webhook.cli.console import EXIT_FINDING, EXIT_INPUT, EXIT_OK
 from webhook.jq.engine import Engine
 from webhook.mutation.policy import EMPTY
 from webhook.mutation.policyfile import load_policy
+from webhook.mutation.scope import NamespaceMeta, namespace_meta, namespaces_of
 from webhook.workload import render as describe
 from webhook.workload.locator import resolve
 
@@ -29,12 +30,22 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy) if args.policy else EMPTY
     registry = console.registry(args)
     docs = read_documents(args.file)
+    namespaces = _namespaces(args.namespaces) if getattr(args, "namespaces", None) else {}
+    namespaces.update(namespaces_of([doc for _, doc in docs]))
     engine = Engine()
     mutated: list[Any] = []
     patches: list[list[dict[str, Any]]] = []
     code = EXIT_OK
     for source, doc in docs:
-        m = mutate_object(registry, policy, doc, engine) if isinstance(doc, dict) else None
+        if _is_namespace(doc):  # what the policy reads, not a workload: printed as it is
+            mutated.append(doc)
+            patches.append([])
+            continue
+        m = (
+            mutate_object(registry, policy, doc, engine, namespaces=namespaces)
+            if isinstance(doc, dict)
+            else None
+        )
         if m is None:
             if isinstance(doc, dict):
                 what = f"no definition for {GVK.of(doc) or 'an object without apiVersion/kind'}"
@@ -61,6 +72,39 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(console.dump_yaml(mutated))
     return code
+
+
+def _is_namespace(doc: Any) -> bool:
+    return (
+        isinstance(doc, dict) and doc.get("apiVersion") == "v1" and doc.get("kind") == "Namespace"
+    )
+
+
+def _namespaces(path: str) -> dict[str, NamespaceMeta]:
+    """``mutate --namespaces FILE``: its Namespace objects (a ``List``/``NamespaceList`` of
+    them too) by name; anything else is an error naming the document."""
+    out: dict[str, NamespaceMeta] = {}
+    for source, doc in read_documents(path):
+        items = (
+            doc.get("items")
+            if isinstance(doc, dict) and doc.get("kind") in ("List", "NamespaceList")
+            else [doc]
+        )
+        if not isinstance(items, list):
+            raise InputError(f"{source}: --namespaces: items must be a list of Namespaces")
+        for i, item in enumerate(items):
+            where = source if items == [doc] else f"{source} items[{i}]"
+            # a List's items may leave kind and apiVersion to the list
+            if isinstance(item, dict) and doc is not item and "kind" not in item:
+                item = {**item, "apiVersion": "v1", "kind": "Namespace"}
+            got = namespace_meta(item) if _is_namespace(item) else None
+            if got is None:
+                raise InputError(
+                    f"{where}: --namespaces: not a Namespace with a name (apiVersion: v1, "
+                    "kind: Namespace, metadata.name)"
+                )
+            out[got[0]] = got[1]
+    return out
 
 
 # --------------------------------------------------------------------------- describe
