@@ -242,6 +242,39 @@ _INSTANCE_VARIABLES = ("component", "instance")
 
 
 @dataclass(frozen=True)
+class Run(Derives):
+    """Consecutive rules of a policy with one ``match`` and one ``overwrite``: every template
+    one of them matches, all of them match, so a planner may take each template once for all
+    of them (what it writes and in what order stay those of the rules one by one). The same
+    settings then cost the same per admission whether one rule holds them or a hundred."""
+
+    rules: tuple[Rule, ...]
+    #: the rules' (one and the same)
+    match: Match = field(init=False, compare=False, repr=False)
+    overwrite: bool = field(init=False, compare=False, repr=False)
+    #: whether any of the rules' values needs the workload's variables
+    variable: bool = field(init=False, compare=False, repr=False)
+    #: what a planner derives from the run once (:meth:`~webhook.base.derived.Derives.derive`)
+    derived: dict[Any, Any] = field(init=False, compare=False, repr=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "match", self.rules[0].match)
+        object.__setattr__(self, "overwrite", self.rules[0].overwrite)
+        object.__setattr__(self, "variable", any(r.variable for r in self.rules))
+
+
+def runs(rules: tuple[Rule, ...]) -> tuple[Run, ...]:
+    """``rules`` as :class:`Run` s, in order."""
+    out: list[list[Rule]] = []
+    for rule in rules:
+        if out and (out[-1][0].match, out[-1][0].overwrite) == (rule.match, rule.overwrite):
+            out[-1].append(rule)
+        else:
+            out.append([rule])
+    return tuple(Run(tuple(group)) for group in out)
+
+
+@dataclass(frozen=True)
 class Policy:
     rules: tuple[Rule, ...] = ()
     source: str = "<none>"
@@ -252,9 +285,12 @@ class Policy:
     failure_mode: str = "open"
     #: whether any rule's values need the workload's variables (derived from ``rules``)
     variable: bool = field(init=False, compare=False, repr=False)
+    #: the rules as runs of one match and overwrite (derived from ``rules``)
+    runs: tuple[Run, ...] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "variable", any(rule.variable for rule in self.rules))
+        object.__setattr__(self, "runs", runs(self.rules))
 
     @property
     def empty(self) -> bool:

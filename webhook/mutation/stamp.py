@@ -27,7 +27,7 @@ from webhook.jq.engine import Outcome, Path_, pointer
 from webhook.karta.fields import INJECTABLES, TEMPLATE, Injectable, Role
 from webhook.karta.model import Component, Karta
 from webhook.mutation.plan import Plan, variables
-from webhook.mutation.policy import Policy, Rule, Setting
+from webhook.mutation.policy import Policy, Rule, Run, Setting
 from webhook.workload.instances import identity, instance_ids
 from webhook.workload.locator import locator
 
@@ -144,6 +144,19 @@ def actions(rule: Rule) -> tuple[tuple[_Action, ...], bool]:
     return tuple(acts), any(s.invalid for _, settings in rule.settings for s in settings)
 
 
+def run_actions(run: Run) -> tuple[tuple[tuple[int, *_Action], ...], bool]:
+    """What :func:`plan` does for the rules of ``run`` on each template: each rule's
+    :func:`actions` in rule order, each with the index of its rule in the run; and whether the
+    general path must plan any of them."""
+    acts: list[tuple[int, *_Action]] = []
+    invalid = False
+    for k, rule in enumerate(run.rules):
+        got, bad = actions(rule)
+        acts.extend((k, *a) for a in got)
+        invalid = invalid or bad
+    return tuple(acts), invalid
+
+
 def _apart(locs: list[Path_]) -> bool:
     """No two templates at one place, none inside another."""
     known = set(locs)
@@ -199,16 +212,22 @@ def plan(
     # Below, a value is written unless what is there stays: it stays unless it is absent, or
     # differs and the rule overwrites or it counts as unset (the rule of
     # :meth:`webhook.mutation.plan._Patch.set`). This loop runs for every setting of every template
-    # of every request, so it is written out in one function.
-    for rule in policy.rules:
-        if not rule.match.workload(gvk, namespace):
+    # of every request, so it is written out in one function. Rules come in runs of one match
+    # and overwrite (:class:`~webhook.mutation.policy.Run`): each template is taken once per
+    # run, whatever the number of its rules, and each rule's ops go to a list of its own,
+    # joined in rule order, so the patch is the one the rules make one after the other.
+    added = 0  # ops made so far
+    for run in policy.runs:
+        match = run.match
+        if not match.workload(gvk, namespace):
             continue
-        narrowed = bool(rule.match.components or rule.match.instances)
-        values = w_values if rule.variable else None  # the instance's set in place, below
-        acts, invalid = rule.derive("stamp", actions, rule)
-        overwrite = rule.overwrite
+        narrowed = bool(match.components or match.instances)
+        values = w_values if run.variable else None  # the instance's set in place, below
+        acts, invalid = run.derive("stamp", run_actions, run)
+        overwrite = run.overwrite
+        outs: list[list[dict[str, Any]]] = [ops] if len(run.rules) == 1 else [[] for _ in run.rules]
         for n, (component, iid, loc, template) in enumerate(found):
-            if narrowed and not rule.match.instance(component, iid):
+            if narrowed and not match.instance(component, iid):
                 continue
             if invalid:  # a constant the injectable rejects (the general path warns), or a
                 return None  # field this path does not write
@@ -219,8 +238,9 @@ def plan(
             if values is not None:
                 values["component"] = component
                 values["instance"] = iid
-            before = len(ops)
+            before = added
             for (
+                k,
                 parent_key,
                 place_key,
                 parent_at,
@@ -246,7 +266,8 @@ def plan(
                     old = assigned.get(value_at, parent.get(place_key))
                     if old is None or (old != value and (overwrite or old in unset)):
                         assigned[value_at] = value
-                        ops.append({"op": "add", "path": at + value_at, "value": value})
+                        outs[k].append({"op": "add", "path": at + value_at, "value": value})
+                        added += 1
                     continue
                 if made:
                     box = made.get(place_at)
@@ -265,21 +286,27 @@ def plan(
                 if parent is None:  # no metadata: one op adds it with the map and the key
                     box = made[place_at] = {key: value}
                     top = made[parent_at] = {place_key: box}
-                    ops.append({"op": "add", "path": at + parent_at, "value": top})
+                    outs[k].append({"op": "add", "path": at + parent_at, "value": top})
+                    added += 1
                     continue
                 if not isinstance(parent, dict):  # in the way: the general path judges
                     return None
                 cur = parent.get(place_key)
                 if cur is None:  # no map: one op adds it with the key
                     box = made[place_at] = {key: value}
-                    ops.append({"op": "add", "path": at + place_at, "value": box})
+                    outs[k].append({"op": "add", "path": at + place_at, "value": box})
+                    added += 1
                     continue
                 if not isinstance(cur, dict):
                     return None
                 old = assigned.get(value_at, cur.get(key))
                 if old is None or (old != value and (overwrite or old in unset)):
                     assigned[value_at] = value
-                    ops.append({"op": "add", "path": at + value_at, "value": value})
-            if len(ops) > before:
+                    outs[k].append({"op": "add", "path": at + value_at, "value": value})
+                    added += 1
+            if added > before:
                 mutated.add(n)
+        if len(outs) > 1:
+            for out in outs:
+                ops.extend(out)
     return Plan(ops, [], len(mutated), len(states), [])
