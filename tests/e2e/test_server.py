@@ -192,6 +192,44 @@ def test_an_answer_is_one_tls_record(srv: Server) -> None:
         conn.close()
 
 
+def _plain(path: bytes, body: bytes, extra: bytes = b"") -> bytes:
+    """A POST as the API server sends it (only the fields it sends), with ``extra`` fields."""
+    return (
+        b"POST %s?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: kube-apiserver-admission\r\n"
+        b"Content-Length: %d\r\nAccept: application/json, */*\r\n%s"
+        b"Content-Type: application/json\r\nAccept-Encoding: gzip\r\n\r\n%s"
+    ) % (path, len(body), extra, body)
+
+
+def test_the_direct_path_answers_as_gunicorn_does(srv: Server) -> None:
+    """The API server's requests are answered without gunicorn's parser and response (the
+    worker's direct path); any other field sends the same request through gunicorn. Both
+    give the same bytes but the Date, on one connection kept alive throughout."""
+    rv = review(load(JOBSET))
+    rv["request"]["uid"] = "fixed"
+    karta = review(load(JOBSET_KARTA), resource="kartas")
+    karta["request"]["uid"] = "fixed"
+    cases = [
+        (b"/mutate", json.dumps(rv).encode()),
+        (b"/mutate", b"{not json"),
+        (b"/validate", json.dumps(karta).encode()),
+        (b"/validate", b"[]"),
+    ]
+    requests = []
+    for path, body in cases:
+        requests += [_plain(path, body), _plain(path, body, b"X-Via: gunicorn\r\n")]
+    answers = _answers_by_record(srv, requests)
+    undated = [re.sub(rb"\r\nDate: [^\r]*\r\n", b"\r\n", a) for a, _ in answers]
+    for (path, _), direct, general in zip(cases, undated[::2], undated[1::2], strict=True):
+        assert direct == general, (path, direct[:300], general[:300])
+        assert b"\r\nConnection: keep-alive\r\n" in direct
+    assert undated[0].startswith(b"HTTP/1.1 200 OK\r\nServer: gunicorn\r\n")
+    assert b'"patch":"' in undated[0] and undated[2].startswith(b"HTTP/1.1 400 ")
+    # "Connection: close" is gunicorn's to act on: answered, then the connection closes
+    [(closing, _)] = _answers_by_record(srv, [_plain(b"/mutate", b"{}", b"Connection: close\r\n")])
+    assert b"\r\nConnection: close\r\n" in closing
+
+
 def test_big_bodies(srv: Server) -> None:
     obj = load(JOBSET)
     obj["metadata"]["annotations"] = {"example.com/blob": "x" * (4 << 20)}  # ~4 MiB: served

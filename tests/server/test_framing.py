@@ -288,3 +288,46 @@ def test_gunicorns_limits_on_the_head_are_the_framers(name: str) -> None:
         assert f.scan(within) is Verdict.COMPLETE
     else:
         assert f.scan(within) is Verdict.MORE
+
+
+#: What the API server sends a webhook (Go's net/http client; its field order).
+APISERVER = (
+    b"POST /mutate?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1:8443\r\n"
+    b"User-Agent: kube-apiserver-admission\r\nContent-Length: 2\r\n"
+    b"Accept: application/json, */*\r\nContent-Type: application/json\r\n"
+    b"Accept-Encoding: gzip\r\n\r\n{}"
+)
+
+
+def test_the_api_servers_head_is_plain_and_one_gunicorn_keeps_alive() -> None:
+    """A plain head is one a worker may answer without gunicorn's parser
+    (webhook.server.transport.worker's direct path): gunicorn reads it and keeps the
+    connection, and its environ holds nothing but the plain fields beyond the request line."""
+    verdict, f, _ = feed(APISERVER)
+    assert verdict is Verdict.COMPLETE and f.head is not None and f.head.plain
+    req = next(get_parser(Config(), iter([APISERVER]), ("127.0.0.1", 1)))
+    assert not req.should_close()
+    assert {name.lower() for name, _ in req.headers} <= {
+        "host", "user-agent", "accept", "accept-encoding", "content-type", "content-length"
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        b"Connection: keep-alive\r\n",  # gunicorn acts on it (and on "close")
+        b"Expect: 100-continue\r\n",
+        b"Expect: something\r\n",  # gunicorn refuses it (417)
+        b"X-Forwarded-Proto: https\r\n",  # gunicorn checks it from 127.0.0.1
+        b"X-Anything: 1\r\n",
+    ],
+)
+def test_a_head_with_any_other_field_is_not_plain(extra: bytes) -> None:
+    line, rest = APISERVER.split(b"\r\n", 1)
+    verdict, f, _ = feed(line + b"\r\n" + extra + rest)
+    assert verdict is Verdict.COMPLETE and f.head is not None and not f.head.plain
+
+
+def test_an_http_1_0_head_is_not_plain() -> None:
+    verdict, f, _ = feed(APISERVER.replace(b"HTTP/1.1", b"HTTP/1.0"))
+    assert verdict is Verdict.COMPLETE and f.head is not None and not f.head.plain

@@ -18,7 +18,7 @@ import gc
 import logging
 import os
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from webhook.jq.sandbox import Sandbox
 from webhook.karta.samples import SampleIndex
 from webhook.server import access, logs, metrics
 from webhook.server.app import Webhooks, create_app
+from webhook.server.app_admission import AdmissionRoutes
 from webhook.server.certs import CertError
 from webhook.server.tls import CertReloader, ClientCAError
 from webhook.server.transport.worker import WAITING_FACTOR, Limits, Shares, worker_class
@@ -191,6 +192,8 @@ def run(
         plain_ports=frozenset({metrics_port} if metrics_port is not None else ()),
         on_cut=metrics.count_cut,  # never raises: metrics never cost a connection
         shares=Shares(max(64, 2 * workers)) if workers > 1 else None,
+        # /mutate and /validate: the admission routes answer a POST from the body alone
+        direct_paths=frozenset(path.encode() for path in _admission_paths(app)),
     )
 
     def ssl_context(conf: Any, default_factory: Any) -> ssl.SSLContext:
@@ -285,3 +288,9 @@ def run(
 
     _Server().run()
     return 0
+
+
+def _admission_paths(app: Any) -> Iterable[str]:
+    """The paths :class:`AdmissionRoutes` answers in front of ``app`` (none without it)."""
+    routes = app.wsgi_app
+    return routes.routes.keys() if isinstance(routes, AdmissionRoutes) else ()

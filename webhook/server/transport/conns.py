@@ -59,6 +59,10 @@ class Limits:
     on_cut: Callable[[str], None] | None = field(default=None, compare=False)
     #: The workers' open-connection counts, shared (None: no sharing, one worker).
     shares: Shares | None = field(default=None, compare=False)
+    #: Paths (no query) whose plain POST requests the request thread answers without
+    #: gunicorn's parser and response (:meth:`webhook.server.transport.worker.ThreadWorker._direct`):
+    #: the admission webhooks, whose app reads of the environ only what such a request has.
+    direct_paths: frozenset[bytes] = frozenset()
 
     def framer(self) -> Framer:
         return Framer(

@@ -51,6 +51,12 @@ _BARE_LF = re.compile(rb"(?<!\r)\n")
 _SINGLETONS = frozenset({b"host", b"content-type", b"content-length"})
 #: More Content-Length digits than this is more than any cap (and than int() takes).
 _MAX_DIGITS = 18
+#: Header fields that, once framed, leave gunicorn nothing to refuse or to act on in a
+#: request (no ``Connection``, ``Expect``, ``Transfer-Encoding`` nor the forwarding headers
+#: gunicorn checks): what the API server sends a webhook. See :attr:`Head.plain`.
+_PLAIN = frozenset(
+    {b"host", b"user-agent", b"accept", b"accept-encoding", b"content-type", b"content-length"}
+)
 
 
 class Verdict(enum.Enum):
@@ -72,6 +78,10 @@ class Head:
     length: int | None  #: Content-Length, when given
     chunked: bool
     expect_continue: bool  #: ``Expect: 100-continue`` on HTTP/1.1
+    #: An HTTP/1.1 request whose fields are all in :data:`_PLAIN`: gunicorn's parser would
+    #: take it as framed, keep its connection alive and put nothing else in its environ that
+    #: the head does not say (a worker may answer it without that parser).
+    plain: bool = False
 
 
 class _State(enum.Enum):
@@ -194,12 +204,14 @@ class Framer:
         length: int | None = None
         codings: list[bytes] = []
         expect = False
+        plain = version == b"HTTP/1.1"
         seen: set[bytes] = set()
         for line in lines[1:]:
             field = syntax.field(line)
             if isinstance(field, str):
                 return self._bad(400, field)
             name, value = field
+            plain = plain and name in _PLAIN
             if name in _SINGLETONS:
                 if name in seen:
                     return self._bad(400, f"more than one {syntax.title(name)} header")
@@ -216,7 +228,7 @@ class Framer:
             refused = syntax.transfer_coding_problem(codings, length, version)
             if refused:
                 return self._bad(*refused)
-        self.head = Head(method, target, version, length, bool(codings), expect)
+        self.head = Head(method, target, version, length, bool(codings), expect, plain)
         self._pos = end
         if codings:
             self._state = _State.CHUNK_SIZE
