@@ -146,3 +146,22 @@ def test_unknown_category_is_read_with_a_warning() -> None:
     sd = load_definition(d, "k").root.status
     assert sd is not None and sd.unknown == ("queued",)
     assert _category(sd, {"status": {"phase": "Queued"}}) == "Undefined"  # never matched
+
+
+def test_match_labels_is_warned_as_beyond_upstreams_pinned_crd(tmp_path: Path, capsys: Any) -> None:
+    """Issue 34 item 4: matchLabels is not in the CRD of the upstream version KAI pins; validate
+    says so at the field, and still admits the definition."""
+    report = run(with_selector({"keyPath": ".metadata.labels.app", "matchLabels": {"a": "b"}}))
+    assert report.ok, [str(e) for e in report.errors]
+    field = f"{SELECTOR}.matchLabels"
+    [warning] = [w for w in report.warnings if "upstream" in w]
+    assert warning.startswith(f"{field}: not in the Karta CRD of upstream's ")
+    assert "github.com/run-ai/karta v0.1.1-0.20260708043952-998140308a96" in warning
+    assert not any("upstream" in w for w in run(base()).warnings)  # keyPath alone: no warning
+    f = tmp_path / "k.yaml"
+    f.write_text(yaml.safe_dump(with_selector({"matchLabels": {"app": "pulsar"}})))
+    samples = tmp_path / "samples" / "jobset"
+    samples.mkdir(parents=True)
+    (samples / "train.yaml").write_text(yaml.safe_dump(SAMPLES[0][1]))
+    assert main(["validate", "-f", str(f), "--samples", str(samples.parent)]) == EXIT_OK
+    assert f"warning: {field}: not in the Karta CRD" in capsys.readouterr().out

@@ -16,6 +16,10 @@ from webhook.karta.fields import Role
 from webhook.karta.model import Component, Karta
 from webhook.karta.statusmodel import STATUS_ORDER
 
+#: upstream's library at the version the KAI scheduler pins (hack/karta-oracle builds it): a
+#: definition that uses a field its CRD lacks is refused there, so validate warns
+UPSTREAM_PINNED = "github.com/run-ai/karta v0.1.1-0.20260708043952-998140308a96"
+
 
 @dataclass
 class Findings:
@@ -186,6 +190,11 @@ def _type_selector(comp: Component, out: Findings) -> None:
     if labels is None:
         return
     lp = join_path(tp, "matchLabels")
+    out.warn(
+        f"{lp}: not in the Karta CRD of upstream's {UPSTREAM_PINNED} (the version KAI "
+        "pins): an API server with that CRD refuses it (strict field validation) or drops it, "
+        "and that version's library does not read it; it needs upstream's newer format"
+    )
     if not labels:
         out.err(lp, "must have at least one label")
     for k, v in labels.items():
