@@ -813,7 +813,7 @@ def test_schema_refuses(helm: Helm, values: Obj, named: str) -> None:
 def test_schema_policy_is_the_servers() -> None:
     """The policy's fields and enums in values.schema.json are those the server's parser knows,
     so the schema neither refuses a policy the server takes nor lets a typo through."""
-    from webhook.mutation import policy, policyfile
+    from webhook.mutation import policy, policyfile, selectors
 
     schema = json.loads((CHART / "values.schema.json").read_text())
     props = schema["properties"]
@@ -822,6 +822,9 @@ def test_schema_policy_is_the_servers() -> None:
     rule = p["rules"]["items"]
     assert set(rule["properties"]) == set(policyfile._RULE_FIELDS)
     assert set(rule["properties"]["match"]["properties"]) == set(policyfile._MATCH_FIELDS)
+    selector = schema["definitions"]["labelSelector"]
+    expression = selector["properties"]["matchExpressions"]["items"]["properties"]
+    assert expression["operator"]["enum"] == list(selectors.OPERATORS)
     toleration = rule["properties"]["tolerations"]["items"]
     assert set(toleration["properties"]) == set(policy.TOLERATION_FIELDS)
     assert toleration["properties"]["operator"]["enum"] == list(policyfile.TOLERATION_OPERATORS)

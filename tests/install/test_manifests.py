@@ -530,6 +530,7 @@ def test_rbac_least_privilege(base: list[Obj]) -> None:
 
     assert verbs(cluster_rules, "run.ai", "kartas") == {"get", "list", "watch"}
     assert verbs(cluster_rules, "run.ai", "kartas/status") == {"patch"}
+    assert verbs(cluster_rules, "", "namespaces") == {"list", "watch"}
     assert verbs(cluster_rules, "apiextensions.k8s.io", "customresourcedefinitions") == {
         "get",
         "list",
@@ -541,6 +542,7 @@ def test_rbac_least_privilege(base: list[Obj]) -> None:
             assert verbs(cluster_rules, group, resource) == {"list"}, (group, resource)
     workloads = {(g, r) for g, _, rs in WORKLOAD_RULES for r in rs}
     own = {
+        ("", "namespaces"),
         ("run.ai", "kartas"),
         ("run.ai", "kartas/status"),
         ("apiextensions.k8s.io", "customresourcedefinitions"),

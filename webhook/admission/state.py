@@ -25,6 +25,7 @@ from webhook.karta.model import Karta
 from webhook.karta.samples import Sample
 from webhook.mutation.policy import EMPTY, Policy
 from webhook.mutation.policyfile import load_policy
+from webhook.mutation.scope import Namespaces
 from webhook.schema.crds import SchemaIndex
 
 log = logging.getLogger("karta_webhook")
@@ -111,6 +112,9 @@ class State:
         self.listeners: list[Callable[[Snapshot], None]] = []
         #: set by the cluster side when ``/validate`` may read live objects (``--live-samples``)
         self.live_samples: LiveSamples | None = None
+        #: the namespaces' labels and annotations the policy reads (the cluster side's namespace
+        #: watch; None: none known)
+        self.namespaces: Namespaces | None = None
         # Fail fast at startup on a bad policy or a catalog path that does not exist; a bad
         # definition is rejected (logged, counted) and the others are served.
         self._file_defs = self._load_defs()

@@ -49,13 +49,15 @@ def request(
     *,
     content_type: str = "application/json",
     max_bytes: int | None = None,
+    accept: str = "application/json",
 ) -> Any:
     """One JSON request with the client's host, auth and TLS; raises :class:`ApiException`.
 
     ``content_type`` is the body's (``application/merge-patch+json`` for a merge patch);
-    with ``max_bytes``, a longer response is cut off and :class:`ResponseTooLarge` raised.
+    with ``max_bytes``, a longer response is cut off and :class:`ResponseTooLarge` raised;
+    ``accept`` is the form asked for (a metadata-only list asks for ``PartialObjectMetadataList``).
     """
-    headers = {"Accept": "application/json"}
+    headers = {"Accept": accept}
     if body is not None:
         headers["Content-Type"] = content_type
     params = api.param_serialize(

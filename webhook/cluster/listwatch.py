@@ -65,6 +65,8 @@ class ListWatch(Daemon, Generic[T]):
     item = "object"
     #: Objects per list request (CRDs are large: the CRD sync asks for fewer at a time).
     page_size = 500
+    #: the form a list asks for (the namespace watch: metadata only)
+    accept = "application/json"
 
     def __init__(
         self,
@@ -176,7 +178,7 @@ class ListWatch(Daemon, Generic[T]):
             query: list[tuple[str, Any]] = [("limit", self.page_size)]
             if cont:
                 query.append(("continue", cont))
-            page = request(self.api, "GET", self.path, query=query)
+            page = request(self.api, "GET", self.path, query=query, accept=self.accept)
             kind, api_version = _item_type(page)
             for obj in page.get("items") or []:
                 if isinstance(obj, dict):

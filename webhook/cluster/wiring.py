@@ -1,9 +1,11 @@
-"""The cluster side of the server, wired: the Karta and CRD syncs, the webhook keeper, the
-status writer and the live-object reader.
+"""The cluster side of the server, wired: the Karta and CRD syncs, the namespace watch, the
+webhook keeper, the status writer and the live-object reader.
 
 :func:`start` runs in each gunicorn worker (threads do not survive a fork): a
 :class:`~webhook.cluster.kartasync.ClusterSync` and a :class:`~webhook.cluster.crdsync.CRDSync` feeding the
-worker's state, a :class:`~webhook.cluster.keeper.WebhookConfigKeeper` and a
+worker's state, a :class:`~webhook.cluster.namespaces.NamespaceWatch` that the state's
+``namespaces`` reads (the policy's namespace selectors and values), a
+:class:`~webhook.cluster.keeper.WebhookConfigKeeper` and a
 :class:`~webhook.cluster.kartastatus.StatusWriter` sharing one :class:`~webhook.cluster.lease.LeaseElector`
 (the keeper renews it; both write only while this process leads), and a
 :class:`~webhook.cluster.livesamples.LiveSampler` that ``/validate`` finds on the state.
@@ -29,6 +31,7 @@ from webhook.cluster.kartasync import ClusterSync
 from webhook.cluster.keeper import WebhookConfigKeeper
 from webhook.cluster.lease import LeaseElector, NamespaceMissing, namespace_missing
 from webhook.cluster.livesamples import LiveSampler, no_retry_client
+from webhook.cluster.namespaces import NamespaceWatch
 from webhook.jq.engine import Engine
 
 
@@ -61,17 +64,21 @@ class Cluster:
         keeper: WebhookConfigKeeper | None,
         crds: CRDSync | None = None,
         status: StatusWriter | None = None,
+        namespaces: NamespaceWatch | None = None,
     ) -> None:
         self.sync = sync
         self.keeper = keeper
         self.crds = crds
         self.status = status
+        self.namespaces = namespaces
 
     def objects(self) -> list[dict[str, Any]]:
         return self.sync.objects()
 
     def stop(self) -> None:
-        jobs: list[Daemon | None] = [self.sync, self.crds, self.status, self.keeper]
+        jobs: list[Daemon | None] = [
+            self.sync, self.crds, self.namespaces, self.status, self.keeper,
+        ]  # fmt: skip
         for job in jobs:
             if job is not None:
                 job.stop()
@@ -110,6 +117,8 @@ def start(
         state.live_samples = LiveSampler(no_retry_client(api), live_samples)
     sync = ClusterSync(state, api, engine, resync_seconds=resync_seconds)
     crds = CRDSync(state, api)
+    namespaces = NamespaceWatch(api, resync_seconds=resync_seconds)
+    state.namespaces = namespaces
     elector = (
         LeaseElector(api, namespace or pod_namespace()) if keep_webhooks or write_status else None
     )
@@ -121,7 +130,7 @@ def start(
     if write_status:
         status = StatusWriter(state, api, elector=elector, renews=keeper is None)
         state.listeners.append(status.on_snapshot)
-    for job in (keeper, status, crds, sync):
+    for job in (keeper, status, crds, namespaces, sync):
         if job is not None:
             job.start()
-    return Cluster(sync, keeper, crds, status)
+    return Cluster(sync, keeper, crds, status, namespaces)

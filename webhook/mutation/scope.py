@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from webhook.base.gvk import GVK
 from webhook.base.limits import VARIABLE_BYTES
@@ -46,8 +46,10 @@ class NamespaceMeta:
     annotations: Mapping[str, str] = field(default_factory=dict)
 
 
-#: Namespaces by name: a dict (offline) or the cluster's namespace watch.
-Namespaces = Mapping[str, NamespaceMeta]
+class Namespaces(Protocol):
+    """Namespaces by name: a dict (offline) or the cluster's namespace watch."""
+
+    def get(self, name: str, /) -> NamespaceMeta | None: ...
 
 
 def _strings(value: Any) -> dict[str, str]:

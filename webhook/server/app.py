@@ -133,7 +133,7 @@ def create_app(
     hooks.reloader.on_result.append(metrics.set_reload_status)
 
     def mutate_handler(req: admission.Request, snap: Snapshot) -> handlers.Result:
-        return handlers.mutate(req, snap.registry, snap.policy, hooks.engine)
+        return handlers.mutate(req, snap.registry, snap.policy, hooks.engine, state.namespaces)
 
     def validate_handler(req: admission.Request, snap: Snapshot) -> handlers.Result:
         # Waiting longer than this would let the API server's timeout, not our answer, decide.
