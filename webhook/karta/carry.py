@@ -3,7 +3,9 @@
 A definition locates a policy field (:data:`webhook.karta.fields.INJECTABLES`) by its pattern: a
 whole pod template carries every one; a pod spec carries the pod-spec fields, and labels and
 annotations only with a ``metadataPath``; a fragmented definition carries the fields it has a
-fragmented path for (upstream's format has none for ``nodeSelector`` and ``tolerations``).
+fragmented path for, and the pod-spec fields upstream's format has no path for
+(``nodeSelector``, ``tolerations``) where its paths imply a pod spec (:mod:`webhook.karta.podspec`;
+``validate`` says why not where they do not).
 A field a definition cannot locate is never written at a guessed place: a rule that sets it
 is not applicable there (a failure, which ``failureMode`` decides).
 
@@ -21,8 +23,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.base.errors import FieldError
-from webhook.karta.fields import FRAGMENTED, INJECTABLE_KEYS, INJECTABLES, POD_SPEC, TEMPLATE, Role
+from webhook.karta.fields import (
+    FRAGMENTED,
+    INJECTABLE_KEYS,
+    INJECTABLES,
+    POD_SPEC,
+    TEMPLATE,
+    WRITE_FRAGMENTS,
+    Role,
+)
 from webhook.karta.model import Karta
+from webhook.karta.podspec import IMPLIED, implied_pod_spec
 
 #: The annotation of a Karta that lists the policy fields its kind refuses.
 REFUSED_ANNOTATION = "karta-webhook.run.ai/refused-pod-fields"
@@ -67,9 +78,26 @@ def carried(karta: Karta) -> tuple[str, ...]:
             elif pattern == POD_SPEC:
                 if inj.in_pod_spec is not None or c.exprs.get(Role.METADATA):
                     found.add(inj.key)
-            elif pattern == FRAGMENTED and inj.fragment and c.exprs.get(inj.fragment):
-                found.add(inj.key)
+            elif pattern == FRAGMENTED:
+                if inj.fragment is not None:
+                    if c.exprs.get(inj.fragment):
+                        found.add(inj.key)
+                elif inj in IMPLIED and implied_pod_spec(c).expression is not None:
+                    found.add(inj.key)
     return tuple(k for k in INJECTABLE_KEYS if k in found)
+
+
+def not_implied(karta: Karta) -> list[str]:
+    """Why a fragmented component that writes something has no implied pod spec (see
+    :mod:`webhook.karta.podspec`), one reason per such component, for ``validate``."""
+    out = []
+    for c in karta.components:
+        if c.pattern != FRAGMENTED or not any(c.exprs.get(r) for r in WRITE_FRAGMENTS):
+            continue
+        reason = implied_pod_spec(c).reason
+        if reason is not None:
+            out.append(f"component {c.name!r}: {reason}")
+    return out
 
 
 def summary(karta: Karta) -> str | None:
@@ -84,6 +112,8 @@ def summary(karta: Karta) -> str | None:
     missing = [k for k in INJECTABLE_KEYS if k not in can]
     if missing:
         line += f"; no place for {', '.join(missing)} (rules that set them are not applicable)"
+        if any(i.key in missing for i in IMPLIED) and (why := not_implied(karta)):
+            line += f"; no pod spec implied: {'; '.join(why)}"
     left = [k for k in INJECTABLE_KEYS if k in refused]
     if left:
         line += f"; refused by the kind, per {REFUSED_ANNOTATION}: {', '.join(left)}"

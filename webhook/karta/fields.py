@@ -130,7 +130,8 @@ class Injectable:
     #: where it lives below an ObjectMeta; None when it lives in the pod spec
     in_metadata: tuple[str, ...] | None
     #: the fragmented field that locates it; None when upstream's format has none (then a
-    #: fragmented definition cannot carry it: never a guessed location)
+    #: fragmented definition carries it only at the pod spec its paths imply,
+    #: :mod:`webhook.karta.podspec`: never a guessed location)
     fragment: Role | None
     #: syntax of a key (maps) and of a value: the problems, [] when fine; None: free text
     check_key: Callable[[str], list[str]] | None
@@ -211,7 +212,8 @@ INJECTABLES: tuple[Injectable, ...] = (
         template_base=1,
         in_pod_spec=("nodeSelector",),
         in_metadata=None,
-        fragment=None,  # upstream's fragmented format has no nodeSelector path
+        fragment=None,  # upstream's fragmented format has no nodeSelector path: implied
+        # at the pod spec the other paths end in (webhook.karta.podspec)
         check_key=qualified_name_errors,
         check_value=label_value_errors,
         invalid="is not a valid label value",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from webhook.jq import engine as jqexpr
 from webhook.jq.engine import Path_
@@ -79,13 +79,27 @@ class _Patch:
             return None
         cur = self.get(path, base, anchor)
         if cur is None:
-            parent = anchor if anchor is not None else self.get(path[:base])
-            if len(path) != base + 1 or not isinstance(parent, dict):
-                return f"{jqexpr.pointer(path[:base])} is not an object"
+            up = path[:-1]
+            if len(path) == base + 1:
+                parent = anchor if anchor is not None else self.get(up)
+            else:
+                parent = self.get(up, base, anchor)
+            if parent is not None and not isinstance(parent, dict):
+                return f"{jqexpr.pointer(up)} is not an object"
             new = [item]
+            if parent is None:
+                # holders missing below the base (a fragment's ``extraPodSpec``): created with
+                # the list, as :meth:`set` creates a map's
+                why = self.set(up, base, str(path[-1]), cast(Any, new), False, anchor)
+                if why is None:
+                    self.lists[path] = new
+                return why
             self.lists[path] = new
             self.changes += 1
-            self.ops.append({"op": "add", "path": at, "value": new})
+            if up in self.created:  # a container an earlier op creates: the list goes in it
+                self.created[up][str(path[-1])] = new
+            else:
+                self.ops.append({"op": "add", "path": at, "value": new})
             return None
         if not isinstance(cur, list):
             return f"{at} is not a list"

@@ -50,7 +50,7 @@ from webhook.schema.nodes import Schema
 from webhook.schema.synthesis import synthesize
 from webhook.validation.report import NO_SAMPLE, Report
 from webhook.validation.samplerules import SampleRules
-from webhook.validation.schemafields import check_fields, check_locations
+from webhook.validation.schemafields import check_fields, check_implied, check_locations
 from webhook.validation.state import MAX_CULPRITS, NOT_EVALUATED, TIMED_OUT, mode, timed_out
 from webhook.validation.structure import check_structure
 from webhook.validation.writerules import WriteRules
@@ -132,6 +132,7 @@ class _Checker(SampleRules, WriteRules):
         live = [f for f in fields if self.used(f)]
         found = check_fields(live, self.schema, self.gvk.kind, lambda: builtin_schema(_POD))
         self.found.errors.extend(found.errors)
+        self.found.errors.extend(check_implied(self.k, self.schema, self.gvk.kind).errors)
         for w in found.warnings:
             self.warn(w)
         self.deferred = found.deferred

@@ -12,7 +12,7 @@ from typing import Any
 from webhook.base.reader import type_name
 from webhook.jq.engine import Outcome, pointer
 from webhook.karta.fields import FRAGMENTED, Role
-from webhook.karta.locations import as_count, creatable, parent_object
+from webhook.karta.locations import as_count, creatable, instance_depths, parent_object
 from webhook.karta.model import JqField
 from webhook.validation.state import NOT_EVALUATED, TIMED_OUT, UNKNOWN, CheckerBase, mode
 
@@ -49,6 +49,15 @@ class SampleRules(CheckerBase):
                 counts[f.component] = UNKNOWN
             else:
                 counts[f.component] = max(counts.get(f.component, 0), len(out.items))
+        # Where each fragmented component's instances have their own object (the common
+        # prefix of their write fragments' locations): missing holders inside it are created.
+        written: dict[str | None, list[list[Any]]] = {}
+        for f in fields:
+            if f.field.write and f.field.pattern == FRAGMENTED:
+                got = outs[(f.expr, mode(f))]
+                if got.ok:
+                    written.setdefault(f.component, []).append([p for p, _ in got.items])
+        depths = {comp: instance_depths(locs) for comp, locs in written.items()}
         for f in fields:
             out = outs[(f.expr, mode(f))]
             n = counts.get(f.component, 0) if f.component in self.written else None
@@ -63,7 +72,12 @@ class SampleRules(CheckerBase):
                         "no location there"
                     )
                 root = f.component == self.k.root.name
-                hits = [p for p, v in out.items if _exists(f, obj, p, v, root)]
+                within = depths.get(f.component, [])
+                hits = [
+                    p
+                    for i, (p, v) in enumerate(out.items)
+                    if _exists(f, obj, p, v, root, within[i] if i < len(within) else 0)
+                ]
                 (found if hits else missing)[f.path].append(label)
                 self.contents(f, out.items, label)
             elif f.role == Role.SUSPEND_ACTION:
@@ -188,17 +202,22 @@ class SampleRules(CheckerBase):
 SCALE = (Role.REPLICAS, Role.MIN_REPLICAS, Role.MAX_REPLICAS)
 
 
-def _exists(f: JqField, obj: Any, path: tuple[Any, ...], value: Any, root: bool) -> bool:
+def _exists(
+    f: JqField, obj: Any, path: tuple[Any, ...], value: Any, root: bool, within: int
+) -> bool:
     """A write location counts as found when it has a value, or (for a field the mutation
-    creates) when its parent object exists, or for the root's fragments can be created — by
-    the rules resolution writes by."""
+    creates) when its parent object exists, or for a fragment can be created inside its
+    instance's own object (``within`` steps; the root's is the workload) — by the rules
+    resolution writes by (:func:`webhook.workload.slots.fragment_rows`)."""
     if value is not None:
         return True
     if not f.field.created:
         return False
     if parent_object(obj, path) is not None:
         return True
-    return root and f.field.pattern == FRAGMENTED and creatable(obj, path) is not None
+    if f.field.pattern != FRAGMENTED or not (root or within):
+        return False
+    return creatable(obj, path, 0 if root else within) is not None
 
 
 def _shape_problem(role: Role, v: Any) -> str | None:

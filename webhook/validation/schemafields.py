@@ -24,16 +24,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from webhook.base.errors import FieldError
+from webhook.base.errors import FieldError, join_path
 from webhook.jq.paths import parse_plain
-from webhook.karta.fields import Role
-from webhook.karta.model import JqField
+from webhook.karta.carry import REFUSED_ANNOTATION, declined
+from webhook.karta.fields import FRAGMENTED, Role
+from webhook.karta.model import JqField, Karta
+from webhook.karta.podspec import IMPLIED, implied_pod_spec
 from webhook.schema.structural import ExpressionCheck, RawToken, Schema, Shape, check_expression
 
 __all__ = [
     "ROLE_SHAPES",
     "SchemaFindings",
     "check_fields",
+    "check_implied",
     "check_locations",
     "judged",
 ]
@@ -139,3 +142,42 @@ def _record(f: JqField, result: ExpressionCheck, whose: str, out: SchemaFindings
     if result.locations:  # (without locations, ``warnings`` is why nothing was judged)
         for message in result.warnings:
             out.warnings.append(f"{f.path}: {message} ({whose})")
+
+
+#: What the implied pod-spec fields must be (shapes the schema can say; others: that it has them).
+_IMPLIED_SHAPES: Final[Mapping[str, Shape]] = {"nodeSelector": Shape.STRING_MAP}
+
+
+def check_implied(karta: Karta, schema: Schema, kind: str) -> SchemaFindings:
+    """Judge the pod-spec fields each fragmented component's implied pod spec gets
+    (:mod:`webhook.karta.podspec`: ``nodeSelector``, ``tolerations``) against the root kind's
+    schema: where the schema has no such field at that object, or one of another type, the
+    inference is wrong for the kind and writing there would be pruned or refused by the API
+    server: an error at the component's ``fragmentedPodSpecDefinition``, unless the definition
+    names the field in its refused-pod-fields annotation. Only plain objects are judged (the
+    others depend on the data: not judged)."""
+    out = SchemaFindings()
+    left_out = declined(karta)
+    for c in karta.components:
+        implied = implied_pod_spec(c)
+        if implied.expression is None:
+            continue
+        where = join_path(join_path(c.field_path, "specDefinition"), FRAGMENTED)
+        for inj in IMPLIED:
+            if inj.key in left_out or inj.in_pod_spec is None:
+                continue
+            base = "" if implied.expression == "." else implied.expression
+            expr = base + "".join("." + k for k in inj.in_pod_spec)
+            if parse_plain(expr) is None:
+                continue
+            result = check_expression(schema, expr, shape=_IMPLIED_SHAPES.get(inj.key))
+            for message in result.errors:
+                out.errors.append(
+                    FieldError(
+                        where,
+                        f"its paths imply the pod spec {implied.expression!r}, where {inj.key} "
+                        f"would be written, but {message} (the {kind} schema); name "
+                        f"{inj.key} in the annotation {REFUSED_ANNOTATION} to leave it out",
+                    )
+                )
+    return out

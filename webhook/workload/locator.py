@@ -20,10 +20,14 @@ Rules (docs/runtime.md, "Locations, not rewrites"):
 * a template, pod spec or metadata location whose value is null or absent is skipped — a
   PyTorchJob without a Master has no master instance, it does not get one;
 * a path that iterates over an absent list or map has no locations (not an error);
-* fragmented fields are written only where their parent object exists — except the root
-  component's: the root is the object itself, always there, so its fragment locations that are
-  plain keys (``.spec.components.podLabels`` of a Milvus) are created with their missing parent
-  objects (a Milvus with no ``spec.components`` gets one).
+* fragmented fields are written where their parent object exists, or with their missing
+  holders inside the instance's own object when that exists (a Dynamo service without
+  ``extraPodSpec`` gets one; :func:`~webhook.workload.slots.fragment_rows`) — never the
+  instance itself. The root is the object itself, always there, so its fragment locations that
+  are plain keys (``.spec.components.podLabels`` of a Milvus) are created with their missing
+  parent objects (a Milvus with no ``spec.components`` gets one);
+* ``nodeSelector`` and ``tolerations`` go to the pod spec a fragmented definition's paths imply
+  (:mod:`webhook.karta.podspec`), beside its written pod-spec field.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from webhook.workload.slots import (
     Places,
     Row,
     fragment_rows,
+    implied_slots,
     pod_spec_rows,
     template_rows,
     template_slots,
@@ -235,5 +240,6 @@ def _by_parent(part: Part, batch: Batch) -> ComponentView | None:
     if type(cur) is not dict:
         return None
     slots = {key: Slot(loc, shared.base, cur, at) for key, loc, at in shared.fields}
+    implied_slots(c, slots)
     instance = Instance(c.name, shared.fields[0][1], 1, slots=slots)
     return ComponentView(c.name, c.kind, c.owner_ref, (instance,))

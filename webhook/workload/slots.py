@@ -20,8 +20,9 @@ from webhook.karta.fields import (
     WRITE_FRAGMENTS,
     Role,
 )
-from webhook.karta.locations import creatable, parent_object
+from webhook.karta.locations import creatable, instance_depths, parent_object
 from webhook.karta.model import Component
+from webhook.karta.podspec import IMPLIED, implied_pod_spec, role_key
 from webhook.workload import gpus
 from webhook.workload.batch import Batch, write_locations
 from webhook.workload.model import Slot
@@ -156,8 +157,10 @@ def fragment_rows(
 ) -> list[Row]:
     """Fragmented definitions: each field has its own locations (write fields) or values
     (read-only fields), aligned by position. An instance is present when one of its write
-    fragments has an existing parent object — or, for the root, one that can be created (see
-    :func:`creatable`) — or, with no write fields, a read value is set."""
+    fragments has an existing parent object — or one that can be created inside the instance's
+    own object (the common prefix of its fragments' locations; the workload itself for the
+    root: see :func:`creatable`) — or, with no write fields, a read value is set. The pod-spec
+    fields no fragment locates go to the pod spec the paths imply (:func:`implied_slots`)."""
     plan = _FRAGMENTS
     found: list[list[tuple[Path_, Any]]] = []  # per injectable, in table order
     n = 0
@@ -190,6 +193,7 @@ def fragment_rows(
     has_writes = any(found)
     has_reads = any(reads)
     parents: dict[Path_, Any] = {}  # a component's fragments usually share their parent
+    depths: list[int] | None = None  # each instance's own object, when a parent is missing
 
     rows = []
     for i in range(n):
@@ -209,8 +213,20 @@ def fragment_rows(
                 parent = parents[up] = getpath(obj, up)
             if isinstance(parent, dict):
                 slots[key] = Slot(loc, len(loc) - 1, parent, pointer(loc))
-            elif root and (made := creatable(obj, loc)) is not None:
+                continue
+            # A missing holder: created inside the instance's own object when that exists
+            # (the root's is the workload), never the instance itself.
+            if root:
+                within = 0
+            else:
+                if depths is None:
+                    depths = instance_depths([[p for p, _ in locs] for locs in found])
+                within = depths[i] if i < len(depths) else 0
+                if within == 0:
+                    continue
+            if (made := creatable(obj, loc, within)) is not None:
                 slots[key] = Slot(loc, made[0], made[1], pointer(loc))
+        implied_slots(c, slots)
         if has_reads:
             values = [got[i] if i < len(got) else None for got in reads]
             gpu = gpus.fragment_gpus(*values)
@@ -219,6 +235,26 @@ def fragment_rows(
             gpu, present = 0, bool(slots)
         rows.append(Row(anchor, present, slots, gpu))
     return rows
+
+
+def implied_slots(c: Component, slots: dict[str, Slot]) -> None:
+    """Add the pod-spec fields no fragment locates (``nodeSelector``, ``tolerations``) at the
+    pod spec the definition's fragment paths imply (:func:`webhook.karta.podspec.implied_pod_spec`),
+    beside the written field that ends in it: where that one is written (its parent exists or is
+    created), they are too, by the same rule."""
+    implied = implied_pod_spec(c)
+    for role in implied.anchors:
+        s = slots.get(role_key(role))
+        if s is None:
+            continue
+        spec = s.path[:-1]
+        here = pointer(spec)
+        for inj in IMPLIED:
+            assert inj.in_pod_spec is not None
+            slots[inj.key] = Slot(
+                (*spec, *inj.in_pod_spec), s.base, s.anchor, here + pointer(inj.in_pod_spec)
+            )
+        return
 
 
 def _fragment(c: Component, role: Role) -> str:
