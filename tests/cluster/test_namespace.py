@@ -156,3 +156,38 @@ def test_serve_refuses_to_start_without_its_namespace(fake: FakeAPI, tmp_path: P
         "conditions, no webhook configuration kept); create it (kubectl create namespace "
         "nowhere) or set POD_NAMESPACE to an existing namespace"
     )
+
+
+def test_a_failure_that_ends_is_said_to_end(
+    fake: FakeAPI, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Forbidden Lease reads (say, RBAC not yet applied): one ``status.error`` line however
+    many retries, and one line with ``resolved`` once the writer leads."""
+    lease = "/apis/coordination.k8s.io/v1/namespaces/karta-system/leases/karta-webhook-leader"
+    fake.forbidden.add(lease)
+    state = State(bundled=False, watch_cluster=True)
+    elector = LeaseElector(fake.api(), "karta-system")
+    writer = StatusWriter(state, fake.api(), elector=elector, renews=True, retry_seconds=0.02)
+    with caplog.at_level(logging.INFO, logger="karta_webhook.kube"):
+        writer.start()
+        try:
+            deadline = time.monotonic() + 10
+            while fake.seen("GET", lease) < 10:
+                assert time.monotonic() < deadline, "the writer did not retry"
+                time.sleep(0.02)
+            fake.forbidden.discard(lease)
+            while not elector.is_leader():
+                assert time.monotonic() < deadline, "the writer did not lead"
+                time.sleep(0.02)
+            while not events(caplog, "status.error")[1:]:
+                assert time.monotonic() < deadline, "no resolved line"
+                time.sleep(0.02)
+        finally:
+            writer.stop()
+    errors = events(caplog, "status.error")
+    assert [set(e) for e in errors] == [
+        {"event", "error", "failures"},
+        {"event", "resolved", "failures"},
+    ]
+    assert errors[0]["error"] == "HTTP 403: Forbidden"
+    assert errors[1]["resolved"] == "HTTP 403: Forbidden" and errors[1]["failures"] >= 10
