@@ -87,3 +87,21 @@ def test_describe_and_mutate_every_sample_with_the_installed_command(tmp_path: P
     assert len(items) == len(SAMPLES)
     scheduled = ["kai-scheduler" in json.dumps(i) for i in items]
     assert scheduled == [bool(expected[p]["schedulerName"]) for p in SAMPLES]
+
+
+@pytest.mark.skipif(EXE is None, reason="the karta-webhook command is not on PATH")
+def test_pip_install_puts_the_kubectl_plugin_beside_the_command(tmp_path: Path) -> None:
+    """``pip install .`` installs ``kubectl-karta`` (the same CLI, named for kubectl's plugin
+    lookup) where it installs ``karta-webhook``: beside the interpreter's scripts."""
+    import sys
+
+    _installed_catalog(tmp_path)
+    plugin = Path(sys.executable).parent / "kubectl-karta"
+    if not plugin.is_file():
+        plugin = Path(shutil.which("kubectl-karta") or plugin)
+    assert plugin.is_file(), f"no kubectl-karta beside {sys.executable} nor on PATH"
+    run = subprocess.run(
+        [str(plugin), "--help"], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("usage: kubectl karta ")
