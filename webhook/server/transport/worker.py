@@ -52,11 +52,13 @@ import errno
 import io
 import math
 import os
+import queue
 import selectors
 import socket
 import ssl
+import threading
 import time
-from concurrent import futures
+from collections.abc import Callable
 from typing import Any
 
 from gunicorn import SERVER as _SERVER
@@ -323,15 +325,21 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         self._front.want(conn, 0)
         self._front.account(conn)
         self._front.t.busy += 1
-        fut = self.tpool.submit(self._serve, conn, data, body, head.target if direct else None)
-        fut.add_done_callback(lambda f: self.method_queue.defer(self._served, conn, f))
+        self.tpool.submit((conn, data, body, head.target if direct else None))
         self._front.resume()
 
-    def _served(self, conn: Conn, fut: futures.Future[bool]) -> None:
+    def get_thread_pool(self) -> RequestThreads:
+        """The request threads (gunicorn's hook, called as the worker starts)."""
+        return RequestThreads(self.cfg.threads, self._serve, self._answered, self.log)
+
+    def _answered(self, conn: Conn, keep: bool) -> None:
+        """From a request thread: hand ``conn`` back to the poller."""
+        self.method_queue.defer(self._served, conn, keep)
+
+    def _served(self, conn: Conn, keep: bool) -> None:
         """Back on the poller after a request thread answered (or failed)."""
         self._front.t.busy -= 1
         conn.served += 1
-        keep = not fut.cancelled() and fut.exception() is None and fut.result()
         if not keep:
             self._front.close(conn)
             return
@@ -470,6 +478,59 @@ def _no_write(data: bytes) -> None:
     """The ``write`` a WSGI ``start_response`` returns, for :meth:`ThreadWorker._direct`:
     the admission routes return their answer instead."""
     raise NotImplementedError("write() is not supported on the direct path")
+
+
+#: One complete request for a request thread: the connection, the head (or the whole request,
+#: chunked), the body of known length or None, the target when the direct path answers it.
+Job = tuple[Conn, bytes, bytes | None, bytes | None]
+
+
+class RequestThreads:
+    """The worker's request threads: each takes the next job off one queue, serves it and
+    hands the connection back with whether to keep it. What ``concurrent.futures`` would
+    add per request (a future, its condition and callbacks, the executor's bookkeeping) is
+    not needed here: the result is one bool, and the poller is told through gunicorn's
+    method queue as before. All ``threads`` start with the worker."""
+
+    def __init__(
+        self,
+        threads: int,
+        serve: Callable[[Conn, bytes, bytes | None, bytes | None], bool],
+        done: Callable[[Conn, bool], None],
+        log: Any,
+    ) -> None:
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._serve, self._done, self._log = serve, done, log
+        self._threads = [
+            threading.Thread(target=self._run, name=f"request-{i}", daemon=True)
+            for i in range(max(1, threads))
+        ]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, job: Job) -> None:
+        self._jobs.put(job)
+
+    def _run(self) -> None:
+        take = self._jobs.get
+        while True:
+            job = take()
+            if job is None:
+                return
+            conn = job[0]
+            try:
+                keep = self._serve(*job)
+            except BaseException:  # _serve handles its own; anything else closes the connection
+                self._log.exception("request thread failed")
+                keep = False
+            self._done(conn, keep)
+
+    def shutdown(self, wait: bool = False) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+        if wait:
+            for t in self._threads:
+                t.join()
 
 
 def worker_class(limits: Limits) -> type[ThreadWorker]:
