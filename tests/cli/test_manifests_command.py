@@ -68,6 +68,7 @@ def test_ca_bundle(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         want,
         want,
         want,
+        want,
     ]
 
 
@@ -111,6 +112,7 @@ def test_url_puts_the_address_in_client_config(capsys: pytest.CaptureFixture[str
     assert [c["url"] for c in configs] == [
         "https://127.0.0.1:9443/mutate",
         "https://127.0.0.1:9443/mutate",
+        "https://127.0.0.1:9443/validate",
         "https://127.0.0.1:9443/validate",
     ]
     assert not any("service" in c for c in configs)

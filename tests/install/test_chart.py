@@ -275,10 +275,10 @@ def test_chart_metadata() -> None:
 def test_crd_is_the_base_crd() -> None:
     """Helm installs ``crds/`` before anything else and never upgrades or deletes it; the file is
     the base's, byte for byte."""
-    assert sorted(p.name for p in (CHART / "crds").iterdir()) == ["crd-kartas.yaml"]
-    assert (CHART / "crds" / "crd-kartas.yaml").read_bytes() == (
-        MANIFESTS / "base" / "crd-kartas.yaml"
-    ).read_bytes()
+    names = ["crd-kartapolicies.yaml", "crd-kartas.yaml"]
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == names
+    for name in names:
+        assert (CHART / "crds" / name).read_bytes() == (MANIFESTS / "base" / name).read_bytes()
 
 
 def test_catalog_copy_is_the_catalog() -> None:
@@ -549,8 +549,8 @@ TOGGLES: list[tuple[str, Obj, Callable[[list[Obj]], object]]] = [
         "failurePolicy",
         {"failurePolicy": "Fail"},
         lambda o: (
-            _eq(  # the Karta webhooks keep theirs
-                [h["failurePolicy"] for h in all_hooks(o)], ["Fail", "Ignore", "Fail"]
+            _eq(  # the Karta and policy webhooks keep theirs
+                [h["failurePolicy"] for h in all_hooks(o)], ["Fail", "Ignore", "Fail", "Fail"]
             )
             and _eq(workloads_hook(o)["failurePolicy"], "Fail")
         ),
@@ -595,7 +595,7 @@ TOGGLES: list[tuple[str, Obj, Callable[[list[Obj]], object]]] = [
                 {h["clientConfig"]["caBundle"] for h in all_hooks(o)},
                 {base64.b64encode(CA_PEM.encode()).decode()},
             )
-            and _eq(len(all_hooks(o)), 3)
+            and _eq(len(all_hooks(o)), 4)
         ),
     ),
     (

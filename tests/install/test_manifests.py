@@ -224,6 +224,7 @@ def test_base_contents(base: list[Obj]) -> None:
         [
             ("Namespace", NS),
             ("CustomResourceDefinition", "kartas.run.ai"),
+            ("CustomResourceDefinition", "kartapolicies.policies.karta-webhook.run.ai"),
             ("ServiceAccount", APP),
             ("ClusterRole", APP),
             ("ClusterRoleBinding", APP),
@@ -531,6 +532,9 @@ def test_rbac_least_privilege(base: list[Obj]) -> None:
     assert verbs(cluster_rules, "run.ai", "kartas") == {"get", "list", "watch"}
     assert verbs(cluster_rules, "run.ai", "kartas/status") == {"patch"}
     assert verbs(cluster_rules, "", "namespaces") == {"list", "watch"}
+    assert verbs(cluster_rules, "policies.karta-webhook.run.ai", "kartapolicies") == {
+        "get", "list", "watch",
+    }  # fmt: skip
     assert verbs(cluster_rules, "apiextensions.k8s.io", "customresourcedefinitions") == {
         "get",
         "list",
@@ -543,6 +547,7 @@ def test_rbac_least_privilege(base: list[Obj]) -> None:
     workloads = {(g, r) for g, _, rs in WORKLOAD_RULES for r in rs}
     own = {
         ("", "namespaces"),
+        ("policies.karta-webhook.run.ai", "kartapolicies"),
         ("run.ai", "kartas"),
         ("run.ai", "kartas/status"),
         ("apiextensions.k8s.io", "customresourcedefinitions"),
@@ -669,11 +674,24 @@ def test_mutating_webhook_for_kartas(base: list[Obj]) -> None:
 
 def test_validating_webhook_for_kartas(base: list[Obj]) -> None:
     config = find(base, "ValidatingWebhookConfiguration")
-    (hook,) = config["webhooks"]
+    hook, policies = config["webhooks"]
     assert hook["name"] == "kartas.karta-webhook.run.ai"
     _common_hook_checks(hook, "/validate")
     assert hook["failurePolicy"] == "Fail"
     assert hook["rules"] == KARTA_RULES
+    # KartaPolicies: refused at apply when the server could not use them
+    assert policies["name"] == "policies.karta-webhook.run.ai"
+    _common_hook_checks(policies, "/validate")
+    assert policies["failurePolicy"] == "Fail"
+    assert policies["rules"] == [
+        {
+            "apiGroups": ["policies.karta-webhook.run.ai"],
+            "apiVersions": ["v1alpha1"],
+            "resources": ["kartapolicies"],
+            "operations": ["CREATE", "UPDATE"],
+            "scope": "Cluster",
+        }
+    ]
 
 
 def test_webhooks_spare_their_own_namespace(base: list[Obj], deployment: Obj) -> None:

@@ -29,6 +29,8 @@ from webhook.mutation import stamp
 from webhook.mutation.plan import Plan, plan
 from webhook.mutation.podadmission import fit_pod
 from webhook.mutation.policy import Policy
+from webhook.mutation.policyfile import PolicyError
+from webhook.mutation.policyobject import is_policy_kind, parse_policy_object
 from webhook.mutation.scope import Namespaces, Narrowed, contextual, narrow
 from webhook.schema.crds import SchemaIndex
 from webhook.validation.check import Report, check
@@ -263,6 +265,27 @@ def unchanged_or_leaving(req: Request) -> bool:
     if isinstance(meta, Mapping) and meta.get("deletionTimestamp"):
         return True
     return "spec" in old and obj.get("spec") == old.get("spec")
+
+
+def validate_policy(req: Request) -> Result:
+    """Judge a KartaPolicy on CREATE and on an UPDATE that changes its spec: denied (422, every
+    error at its field path, the policy file's messages) when the server could not use it."""
+    resp = Response(uid=req.uid)
+    gvk = req.object_kind
+    kind = gvk.kind if gvk else ""
+    if req.operation not in ("CREATE", "UPDATE") or not is_policy_kind(gvk):
+        return Result(resp, kind, "skipped")
+    if unchanged_or_leaving(req):
+        return Result(resp, kind, "skipped")
+    try:
+        parse_policy_object(req.object)
+    except PolicyError as e:
+        resp.allowed = False
+        resp.code, resp.reason = 422, "Invalid"
+        name = _name(req)
+        resp.message = f'KartaPolicy "{name}" is invalid: ' + "; ".join(map(str, e.errors))
+        return Result(resp, kind, "denied")
+    return Result(resp, kind, "allowed")
 
 
 def validate(

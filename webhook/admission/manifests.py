@@ -17,11 +17,14 @@ from webhook.base.errors import InputError
 from webhook.base.gvk import GVK
 from webhook.base.limits import WEBHOOK_TIMEOUT_SECONDS
 from webhook.karta.model import GROUP, VERSION, is_karta_kind
+from webhook.mutation import policyobject
 
 NAME = "karta-webhook"  # configurations, Service and ServiceAccount share it
 WORKLOAD_WEBHOOK = "workloads.karta-webhook.run.ai"
 KARTA_WEBHOOK = "kartas.karta-webhook.run.ai"
 KARTA_RESOURCE = "kartas"
+#: refuses a KartaPolicy the server could not use, with the policy file's messages
+POLICY_WEBHOOK = "policies.karta-webhook.run.ai"
 DEFAULT_NAMESPACE = "karta-system"
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": NAME}
 
@@ -212,8 +215,8 @@ def mutating_webhook_configuration(
 def validating_webhook_configuration(
     *, namespace: str = DEFAULT_NAMESPACE, ca_bundle: str | None = None, url: str | None = None
 ) -> dict[str, Any]:
-    """The ValidatingWebhookConfiguration: rejects Kartas the server could not use
-    (failurePolicy Fail: a definition nobody checked must not slip in)."""
+    """The ValidatingWebhookConfiguration: rejects Kartas and KartaPolicies the server could
+    not use (failurePolicy Fail: a definition or policy nobody checked must not slip in)."""
     hook = {
         **_common(KARTA_WEBHOOK),
         "failurePolicy": "Fail",
@@ -221,7 +224,22 @@ def validating_webhook_configuration(
         "clientConfig": _client_config(namespace, "/validate", ca_bundle, url),
         "rules": _karta_rules(),
     }
-    return _configuration("ValidatingWebhookConfiguration", [hook])
+    policies = {
+        **_common(POLICY_WEBHOOK),
+        "failurePolicy": "Fail",
+        "matchPolicy": "Equivalent",
+        "clientConfig": _client_config(namespace, "/validate", ca_bundle, url),
+        "rules": [
+            {
+                "apiGroups": [policyobject.GROUP],
+                "apiVersions": [policyobject.VERSION],
+                "resources": [policyobject.PLURAL],
+                "operations": ["CREATE", "UPDATE"],
+                "scope": "Cluster",
+            }
+        ],
+    }
+    return _configuration("ValidatingWebhookConfiguration", [hook, policies])
 
 
 def catalog_rules(

@@ -24,7 +24,7 @@ from webhook.karta.loading import Loaded, Vet
 from webhook.karta.model import Karta
 from webhook.karta.samples import Sample
 from webhook.mutation.policy import EMPTY, Policy
-from webhook.mutation.policyfile import load_policy
+from webhook.mutation.policyobject import combine, load_policies
 from webhook.mutation.scope import Namespaces
 from webhook.schema.crds import SchemaIndex
 
@@ -107,6 +107,8 @@ class State:
         self._cluster_errors: Mapping[str, tuple[str, ...]] = {}
         self._crds: SchemaIndex | None = None
         self._policy: Policy = EMPTY
+        #: the cluster's KartaPolicy objects in force (each a policy named after its object)
+        self._cluster_policies: tuple[Policy, ...] = ()
         self._stamps: dict[str, tuple[tuple[str, float, int], ...]] = {}
         self.cluster_synced = not watch_cluster
         self.listeners: list[Callable[[Snapshot], None]] = []
@@ -168,7 +170,7 @@ class State:
         return list(loaded.kartas)
 
     def _load_policy(self) -> Policy:
-        return load_policy(self.policy_path) if self.policy_path else EMPTY
+        return load_policies(self.policy_path) if self.policy_path else EMPTY
 
     def _watched_files(self) -> dict[str, list[Path]]:
         files: dict[str, list[Path]] = {"catalog": []}
@@ -248,6 +250,13 @@ class State:
             self.cluster_synced = True
             self._publish()
 
+    def set_policies(self, policies: Iterable[Policy]) -> None:
+        """Replace the cluster's policy objects in force (all of them); the policy a request
+        sees is the file's and theirs (:func:`~webhook.mutation.policyobject.combine`)."""
+        with self._lock:
+            self._cluster_policies = tuple(policies)
+            self._publish()
+
     def set_crds(self, crds: SchemaIndex) -> None:
         """Replace the schemas of the cluster's CustomResourceDefinitions (all of them)."""
         with self._lock:
@@ -262,6 +271,7 @@ class State:
             self._cluster_objects,
             self._cluster_errors,
             self._crds,
+            self._cluster_policies,
         )
 
     def _publish(self) -> None:
@@ -273,7 +283,7 @@ class State:
         self._published = parts
         snap = Snapshot(
             Registry([*self._file_defs, *self._cluster_defs]),
-            self._policy,
+            combine(self._policy, self._cluster_policies),
             self._cluster_objects,
             self._cluster_errors,
             self._crds,

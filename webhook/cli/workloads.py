@@ -18,7 +18,7 @@ from webhook.cli import console
 from webhook.cli.console import EXIT_FINDING, EXIT_INPUT, EXIT_OK
 from webhook.jq.engine import Engine
 from webhook.mutation.policy import EMPTY
-from webhook.mutation.policyfile import load_policy
+from webhook.mutation.policyobject import load_policies
 from webhook.mutation.scope import NamespaceMeta, namespace_meta, namespaces_of
 from webhook.workload import render as describe
 from webhook.workload.locator import resolve
@@ -27,7 +27,7 @@ from webhook.workload.locator import resolve
 
 
 def cmd_mutate(args: argparse.Namespace) -> int:
-    policy = load_policy(args.policy) if args.policy else EMPTY
+    policy = load_policies(args.policy) if args.policy else EMPTY
     registry = console.registry(args)
     docs = read_documents(args.file)
     namespaces = _namespaces(args.namespaces) if getattr(args, "namespaces", None) else {}

@@ -3,7 +3,8 @@ webhook keeper, the status writer and the live-object reader.
 
 :func:`start` runs in each gunicorn worker (threads do not survive a fork): a
 :class:`~webhook.cluster.kartasync.ClusterSync` and a :class:`~webhook.cluster.crdsync.CRDSync` feeding the
-worker's state, a :class:`~webhook.cluster.namespaces.NamespaceWatch` that the state's
+worker's state, a :class:`~webhook.cluster.policysync.PolicySync` of the KartaPolicy objects
+(the policy in force beside the file's), a :class:`~webhook.cluster.namespaces.NamespaceWatch` that the state's
 ``namespaces`` reads (the policy's namespace selectors and values), a
 :class:`~webhook.cluster.keeper.WebhookConfigKeeper` and a
 :class:`~webhook.cluster.kartastatus.StatusWriter` sharing one :class:`~webhook.cluster.lease.LeaseElector`
@@ -32,6 +33,7 @@ from webhook.cluster.keeper import WebhookConfigKeeper
 from webhook.cluster.lease import LeaseElector, NamespaceMissing, namespace_missing
 from webhook.cluster.livesamples import LiveSampler, no_retry_client
 from webhook.cluster.namespaces import NamespaceWatch
+from webhook.cluster.policysync import PolicySync
 from webhook.jq.engine import Engine
 
 
@@ -65,19 +67,21 @@ class Cluster:
         crds: CRDSync | None = None,
         status: StatusWriter | None = None,
         namespaces: NamespaceWatch | None = None,
+        policies: PolicySync | None = None,
     ) -> None:
         self.sync = sync
         self.keeper = keeper
         self.crds = crds
         self.status = status
         self.namespaces = namespaces
+        self.policies = policies
 
     def objects(self) -> list[dict[str, Any]]:
         return self.sync.objects()
 
     def stop(self) -> None:
         jobs: list[Daemon | None] = [
-            self.sync, self.crds, self.namespaces, self.status, self.keeper,
+            self.sync, self.crds, self.namespaces, self.policies, self.status, self.keeper,
         ]  # fmt: skip
         for job in jobs:
             if job is not None:
@@ -119,6 +123,7 @@ def start(
     crds = CRDSync(state, api)
     namespaces = NamespaceWatch(api, resync_seconds=resync_seconds)
     state.namespaces = namespaces
+    policies = PolicySync(state, api, resync_seconds=resync_seconds)
     elector = (
         LeaseElector(api, namespace or pod_namespace()) if keep_webhooks or write_status else None
     )
@@ -130,7 +135,7 @@ def start(
     if write_status:
         status = StatusWriter(state, api, elector=elector, renews=keeper is None)
         state.listeners.append(status.on_snapshot)
-    for job in (keeper, status, crds, namespaces, sync):
+    for job in (keeper, status, crds, namespaces, policies, sync):
         if job is not None:
             job.start()
-    return Cluster(sync, keeper, crds, status, namespaces)
+    return Cluster(sync, keeper, crds, status, namespaces, policies)

@@ -40,6 +40,7 @@ from webhook.karta import loading
 from webhook.karta import model as definitions
 from webhook.karta.model import is_karta_kind
 from webhook.karta.samples import SampleIndex
+from webhook.mutation.policyobject import is_policy_kind
 from webhook.server import metrics
 from webhook.server.app_admission import AdmissionRoutes, Handler, admit
 
@@ -136,6 +137,8 @@ def create_app(
         return handlers.mutate(req, snap.registry, snap.policy, hooks.engine, state.namespaces)
 
     def validate_handler(req: admission.Request, snap: Snapshot) -> handlers.Result:
+        if is_policy_kind(req.object_kind):  # a policy object: checked at once, no samples
+            return handlers.validate_policy(req)
         # Waiting longer than this would let the API server's timeout, not our answer, decide.
         wait = max(0.0, WEBHOOK_TIMEOUT_SECONDS - VALIDATE_BUDGET - 1.0)
         # At most VALIDATE_WAITERS request threads wait for a slot; the others are answered

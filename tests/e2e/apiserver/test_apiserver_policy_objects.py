@@ -1,0 +1,116 @@
+"""KartaPolicy objects through a real API server (issue 36 item 1): the CRD of
+``manifests/base/crd-kartapolicies.yaml``; a server in cluster mode watches the objects; one
+applied with kubectl is in force at once (the latency measured and printed), and one rule gives
+each workload the queue of its namespace's label; deleting it stops it; an invalid one is
+refused at ``kubectl apply`` by the validating webhook naming its field, with the policy file's
+message."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import kapi
+import pytest
+from hooks import Webhook, configurations, register, start_webhook, unregister, wait_until
+
+QUEUE = "kai.scheduler/queue"
+CRD = kapi.ROOT / "manifests" / "base" / "crd-kartapolicies.yaml"
+QUEUES = """\
+apiVersion: policies.karta-webhook.run.ai/v1alpha1
+kind: KartaPolicy
+metadata: {name: queues}
+spec:
+  rules:
+  - name: queue
+    match:
+      namespaceSelector: {matchExpressions: [{key: kai-queue, operator: Exists}]}
+    labels: {kai.scheduler/queue: "$(namespace.labels['kai-queue'])"}
+"""
+
+
+@pytest.fixture(scope="module")
+def hook(plane: kapi.ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
+    plane.kubectl("apply", "-f", str(CRD))
+    plane.wait_established("kartapolicies.policies.karta-webhook.run.ai")
+    served = start_webhook(
+        tmp_path_factory.mktemp("serve-policy-objects"),
+        "rules: []\n",
+        [f"--kubeconfig={plane.kubeconfig}", "--manage-webhooks=false"],
+        env={"POD_NAMESPACE": "default", "POD_NAME": "policy-objects"},
+    )
+    try:
+        register(plane, configurations(served, failure_policy="Fail"))
+        yield served
+    finally:
+        plane.kubectl("delete", "kartapolicies", "--all", "--wait=true", check=False)
+        unregister(plane)
+        served.stop()
+
+
+def _namespace(plane: kapi.ControlPlane, queue: str) -> str:
+    name = f"ns-{uuid.uuid4().hex[:8]}"
+    plane.apply([{"apiVersion": "v1", "kind": "Namespace",
+                  "metadata": {"name": name, "labels": {"kai-queue": queue}}}])  # fmt: skip
+    return name
+
+
+def _queue(plane: kapi.ControlPlane, namespace: str) -> str | None:
+    body: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": f"d-{uuid.uuid4().hex[:6]}", "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": {"app": "x"}},
+            "template": {
+                "metadata": {"labels": {"app": "x"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            },
+        },
+    }
+    status, out = plane.request(
+        "POST", f"/apis/apps/v1/namespaces/{namespace}/deployments?dryRun=All", body
+    )
+    if status != 201:
+        return None
+    got = out["spec"]["template"]["metadata"].get("labels", {}).get(QUEUE)
+    return str(got) if got else None
+
+
+def _latency(what: str, ok: Any) -> None:
+    start = time.monotonic()
+    wait_until(what, ok)
+    print(f"{what}: {time.monotonic() - start:.2f} s")
+
+
+def test_an_applied_policy_is_in_force_and_a_deleted_one_is_not(
+    plane: kapi.ControlPlane, hook: Webhook
+) -> None:
+    alpha, beta = _namespace(plane, "alpha"), _namespace(plane, "beta")
+    wait_until("the webhook answers", lambda: _queue(plane, alpha) is None)
+    plane.kubectl("apply", "-f", "-", input=QUEUES)
+    _latency("an applied KartaPolicy in force", lambda: _queue(plane, alpha) == "alpha")
+    assert _queue(plane, beta) == "beta"  # one rule, each namespace's own queue
+    shown = plane.kubectl("get", "kartapolicies").stdout
+    assert "queues" in shown and "queue" in shown.split("\n")[1], shown  # the Rules column
+    plane.kubectl("delete", "kartapolicy", "queues")
+    _latency("a deleted KartaPolicy out of force", lambda: _queue(plane, alpha) is None)
+
+
+def test_an_invalid_policy_is_refused_at_apply_naming_its_field(
+    plane: kapi.ControlPlane, hook: Webhook
+) -> None:
+    bad = QUEUES.replace("name: queues", "name: bad").replace(
+        "labels: {kai.scheduler/queue:",
+        "schedulerName: Bad_Scheduler\n    labels: {kai.scheduler/queue:",
+    )
+    out = plane.kubectl("apply", "-f", "-", input=bad, check=False)
+    assert out.returncode != 0
+    assert "spec.rules[0] (queue).schedulerName" in out.stderr, out.stderr
+    assert 'KartaPolicy "bad" is invalid' in out.stderr
+    status, _ = plane.request(
+        "GET", "/apis/policies.karta-webhook.run.ai/v1alpha1/kartapolicies/bad"
+    )
+    assert status == 404

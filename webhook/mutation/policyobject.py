@@ -1,0 +1,136 @@
+"""Policies as cluster objects: ``KartaPolicy`` (``policies.karta-webhook.run.ai/v1alpha1``,
+cluster-scoped), whose ``spec`` is a policy document (:mod:`webhook.mutation.policyfile`),
+checked by the same code with every error at its field path under ``spec``
+(``spec.rules[0] (kai).labels['bad key']: invalid key ...``).
+
+The policy in force is the policy file's rules first, then each ``KartaPolicy``'s in the order
+of their names (:func:`combine`). Rules apply in order and, without ``overwrite``, the first to
+set a field wins, so the file (the install's own policy) is the base an object adds to, and
+an object overrides it only with ``overwrite: true``. An object's rules are named
+``<policy>/<rule>`` in warnings, failures and ``mutate -o explain``. The operations in force
+are every policy's together; ``failureMode`` is ``closed`` when any policy in force says so.
+
+A file given to ``mutate --policy`` or ``serve --policy`` may hold ``KartaPolicy`` objects
+instead of one policy document (:func:`load_policies`), so a policy object can be tried
+offline before it is applied.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from webhook.base.documents import read_documents
+from webhook.base.errors import FieldError
+from webhook.base.gvk import GVK
+from webhook.base.names import dns_subdomain_errors
+from webhook.mutation.policy import EMPTY, OPERATIONS, Policy
+from webhook.mutation.policyfile import PolicyError, load_policy, parse_policy
+
+GROUP = "policies.karta-webhook.run.ai"
+VERSION = "v1alpha1"
+KIND = "KartaPolicy"
+PLURAL = "kartapolicies"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+
+def is_policy_kind(gvk: GVK | None) -> bool:
+    return gvk is not None and gvk.group == GROUP and gvk.kind == KIND
+
+
+def is_policy_object(doc: Any) -> bool:
+    return (
+        isinstance(doc, Mapping)
+        and doc.get("kind") == KIND
+        and (str(doc.get("apiVersion") or "").split("/")[0] == GROUP)
+    )
+
+
+def object_name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
+def parse_policy_object(obj: Any, source: str | None = None) -> Policy:
+    """A ``KartaPolicy`` object's policy; :class:`PolicyError` with every problem, each at its
+    field path from the object's root (``spec.rules[0] (kai).match.namespaceSelector``)."""
+    name = object_name(obj) if isinstance(obj, Mapping) else ""
+    source = source or f'{KIND} "{name}"'
+    errors: list[FieldError] = []
+    if not isinstance(obj, Mapping):
+        raise PolicyError(source, [FieldError("", f"a {KIND} must be a map")])
+    if obj.get("apiVersion") != API_VERSION:
+        errors.append(FieldError("apiVersion", f"must be {API_VERSION}"))
+    if obj.get("kind") != KIND:
+        errors.append(FieldError("kind", f"must be {KIND}"))
+    if not name:
+        errors.append(FieldError("metadata.name", "required"))
+    else:
+        errors.extend(FieldError("metadata.name", e) for e in dns_subdomain_errors(name, "name"))
+    spec = obj.get("spec")
+    if spec is None:
+        errors.append(FieldError("spec", "required: the policy (rules, operations, failureMode)"))
+        raise PolicyError(source, errors)
+    try:
+        policy = parse_policy(dict(spec) if isinstance(spec, Mapping) else spec, source)
+    except PolicyError as e:
+        errors.extend(
+            FieldError(f"spec.{err.path}" if err.path else "spec", err.message) for err in e.errors
+        )
+        raise PolicyError(source, errors) from None
+    if errors:
+        raise PolicyError(source, errors)
+    return dataclasses.replace(policy, source=name)
+
+
+def combine(file: Policy, objects: Iterable[Policy]) -> Policy:
+    """The policy in force: ``file``'s rules, then each object's (``source``: its name) in
+    name order, as the module docstring says."""
+    ordered = sorted(objects, key=lambda p: p.source)
+    if not ordered:
+        return file
+    rules = [*file.rules]
+    for p in ordered:
+        rules.extend(dataclasses.replace(r, name=f"{p.source}/{r.name}") for r in p.rules)
+    every = (file, *ordered) if file is not EMPTY else tuple(ordered)
+    operations = tuple(op for op in OPERATIONS if any(op in p.operations for p in every))
+    closed = any(p.failure_mode == "closed" for p in every)
+    sources = ", ".join(p.source for p in ordered)
+    head = f"{file.source} + " if file is not EMPTY else ""
+    return Policy(
+        tuple(rules), f"{head}{KIND} {sources}", operations, "closed" if closed else "open"
+    )
+
+
+def load_policies(path: Path | str) -> Policy:
+    """A policy file (one policy document), or a file of ``KartaPolicy`` objects (as
+    :func:`combine` puts them together, without a file policy)."""
+    docs = read_documents(path)
+    if not any(is_policy_object(doc) for _, doc in docs):
+        return load_policy(path)
+    policies: list[Policy] = []
+    errors: list[FieldError] = []
+    seen: set[str] = set()
+    for source, doc in docs:
+        if not is_policy_object(doc):
+            raise PolicyError(
+                source,
+                [FieldError("", f"a file of {KIND} objects holds only {KIND} objects")],
+            )
+        try:
+            p = parse_policy_object(doc, source)
+        except PolicyError as e:  # every object's problems at once, each naming its document
+            errors.extend(
+                FieldError(f"{source} {err.path}".strip(), err.message) for err in e.errors
+            )
+            continue
+        if p.source in seen:
+            raise PolicyError(source, [FieldError("metadata.name", f"{p.source!r} twice")])
+        seen.add(p.source)
+        policies.append(p)
+    if errors:
+        raise PolicyError(str(path), errors)
+    return combine(EMPTY, policies)
