@@ -4,19 +4,29 @@ rules are in docs/policy-bounds.md."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from policies import amplified, most_bytes, most_entries
 
 from webhook.admission.state import State
 from webhook.base import limits
 from webhook.base.errors import InputError
 from webhook.mutation import policyfile
-from webhook.mutation.policy import Tally
+from webhook.mutation.policy import Tally, bounds_errors
 from webhook.mutation.policyfile import PolicyError, load_policy, parse_policy
+from webhook.mutation.policyobject import (
+    GROUP,
+    KIND,
+    VERSION,
+    load_policies,
+    parse_policy_object,
+    within_bounds,
+)
 
 
 def errors_of(doc: object) -> list[str]:
@@ -219,3 +229,73 @@ def test_toleration_seconds_from_yaml_as_written(tmp_path: Path) -> None:
     f.write_text(base + "tolerationSeconds: 1" + "0" * 5000 + "}]}]\n")
     with pytest.raises(InputError, match=r"not valid YAML/JSON: Exceeds the limit \(4300 digits\)"):
         load_policy(f)
+
+
+def test_rules_of_several_sources_together_are_held_to_the_same_bounds() -> None:
+    """Policies each within the bounds (a file's, policy objects') may pass them together:
+    :func:`bounds_errors` counts rules already read as the reader counts a document."""
+    half = {
+        "rules": [
+            {"name": f"r{i}", "labels": {f"k{i}x{j}": "v" for j in range(40)}} for i in range(4)
+        ]
+    }
+    one, two = parse_policy(half), parse_policy(half)
+    assert bounds_errors(one.rules) == []
+    assert [str(e) for e in bounds_errors((*one.rules, *two.rules))] == [
+        "rules[6] (r2).labels: 280 labels in the rules up to this one, at most 256 in a policy"
+    ]
+    many = parse_policy({"rules": [{"name": f"r{i}", "labels": {"a": "b"}} for i in range(150)]})
+    assert [str(e) for e in bounds_errors((*many.rules, *many.rules))] == [
+        "rules: 300 rules, at most 200"
+    ]
+    big = parse_policy(most_bytes())
+    [error] = bounds_errors((*big.rules, *big.rules[:1]))
+    assert str(error).startswith("rules[7] (r0): the rules up to this one may add 32,8")
+
+
+def _object(name: str, rules: int, labels: int) -> dict[str, Any]:
+    spec = {
+        "rules": [
+            {"name": f"r{i}", "labels": {f"{name}{i}x{j}": "v" for j in range(labels)}}
+            for i in range(rules)
+        ]
+    }
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": KIND,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def test_policy_objects_in_force_together_stay_within_the_bounds(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each KartaPolicy is within the bounds on its own; in name order after the file's
+    rules, one that would take the rules in force past a bound is left out, said with the
+    bound (a file of them for ``--policy`` is refused likewise)."""
+    file = parse_policy({"rules": [{"name": "base", "labels": {f"b{j}": "v" for j in range(50)}}]})
+    a, b, c = (parse_policy_object(_object(n, 2, 60)) for n in ("a", "b", "c"))
+    small = parse_policy_object(_object("d", 1, 10))
+    kept, over = within_bounds(file, [small, c, b, a])
+    assert [p.source for p in kept] == ["a", "d"]
+    assert sorted(over) == ["b", "c"]
+    assert [str(e) for e in over["b"]] == [
+        "rules[1] (r1).labels: 290 labels in the rules up to this one, at most 256 in a policy"
+    ]
+    state = State()  # no policy file: a and b fit, c does not, d does
+    with caplog.at_level(logging.WARNING, logger="karta_webhook"):
+        state.set_policies([a, b, c, small])
+    names = [r.name for r in state.snapshot.policy.rules]
+    assert names == ["a/r0", "a/r1", "b/r0", "b/r1", "d/r0"]
+    assert any(
+        "policy object not in force, past a bound of the policy: c: rules[0] (r0).labels: 300" in m
+        for m in caplog.messages
+    )
+    f = tmp_path / "objects.yaml"
+    f.write_text("---\n".join(yaml.safe_dump(_object(n, 2, 60)) for n in ("a", "b", "c")))
+    with pytest.raises(PolicyError) as e:
+        load_policies(f)
+    assert [str(err) for err in e.value.errors] == [
+        "c rules[0] (r0).labels: 300 labels in the rules up to this one, at most 256 in a policy",
+    ]

@@ -24,7 +24,7 @@ from webhook.karta.loading import Loaded, Vet
 from webhook.karta.model import Karta
 from webhook.karta.samples import Sample
 from webhook.mutation.policy import EMPTY, Policy
-from webhook.mutation.policyobject import combine, load_policies
+from webhook.mutation.policyobject import combine, load_policies, within_bounds
 from webhook.mutation.scope import Namespaces
 from webhook.schema.crds import SchemaIndex
 
@@ -281,9 +281,17 @@ class State:
         ):
             return  # a reload that found every file as it was: nothing to swap or announce
         self._published = parts
+        kept, over = within_bounds(self._policy, self._cluster_policies)
+        for name, errors in over.items():  # said at each change: never a silent skip
+            why = [str(e) for e in errors]
+            log.warning(
+                f"policy object not in force, past a bound of the policy: {name}: "
+                + "; ".join(why),
+                extra={"fields": {"event": "policy.over_bounds", "name": name, "errors": why}},
+            )
         snap = Snapshot(
             Registry([*self._file_defs, *self._cluster_defs]),
-            combine(self._policy, self._cluster_policies),
+            combine(self._policy, kept),
             self._cluster_objects,
             self._cluster_errors,
             self._crds,

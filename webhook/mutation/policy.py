@@ -9,7 +9,7 @@ Reading and checking a policy document (its format): :mod:`webhook.mutation.poli
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
@@ -399,3 +399,30 @@ class Tally:
                 )
             ]
         return []
+
+    def copy(self) -> Tally:
+        out = Tally()
+        out.entries, out.added = dict(self.entries), self.added
+        return out
+
+    def add(self, where: str, rule: Rule) -> list[FieldError]:
+        """A rule already read (say a policy object's, put after the file's rules): its
+        settings counted as :meth:`rule` counts a document's, then its bytes."""
+        over = self.rule(where, {inj.key: len(settings) for inj, settings in rule.settings})
+        return over or self.bytes(where, rule)
+
+
+def bounds_errors(rules: Iterable[Rule]) -> list[FieldError]:
+    """The first bound that ``rules`` together pass, as :class:`Tally` names it; [] within
+    them. For rules of several sources in force together (the policy file's and the policy
+    objects'), each source within the bounds on its own."""
+    got = tuple(rules)
+    over = Tally.rules(len(got))
+    if over:
+        return over
+    tally = Tally()
+    for i, rule in enumerate(got):
+        over = tally.add(f"rules[{i}] ({rule.name})", rule)
+        if over:
+            return over
+    return []

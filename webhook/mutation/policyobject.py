@@ -26,7 +26,7 @@ from webhook.base.documents import read_documents
 from webhook.base.errors import FieldError
 from webhook.base.gvk import GVK
 from webhook.base.names import dns_subdomain_errors
-from webhook.mutation.policy import EMPTY, OPERATIONS, Policy
+from webhook.mutation.policy import EMPTY, OPERATIONS, Policy, Tally
 from webhook.mutation.policyfile import PolicyError, load_policy, parse_policy
 
 GROUP = "policies.karta-webhook.run.ai"
@@ -105,6 +105,35 @@ def combine(file: Policy, objects: Iterable[Policy]) -> Policy:
     )
 
 
+def within_bounds(
+    file: Policy, objects: Iterable[Policy]
+) -> tuple[tuple[Policy, ...], dict[str, list[FieldError]]]:
+    """The objects in force together with ``file`` within the bounds of one policy
+    (:mod:`webhook.base.limits`, docs/policy-bounds.md), each within them on its own: in name
+    order, an object whose rules would take the rules in force past a bound is left out, and
+    by its name the bound it would pass (``rules[0] (r).labels: 300 labels in the rules up to
+    this one, at most 256 in a policy``, its rules counted after those in force)."""
+    tally = Tally()
+    for rule in file.rules:
+        tally.add("", rule)
+    count = len(file.rules)
+    kept: list[Policy] = []
+    over: dict[str, list[FieldError]] = {}
+    for p in sorted(objects, key=lambda p: p.source):
+        errors = Tally.rules(count + len(p.rules))
+        trial = tally.copy()
+        for i, rule in enumerate(p.rules):
+            if errors:
+                break
+            errors = trial.add(f"rules[{i}] ({rule.name.rpartition('/')[2]})", rule)
+        if errors:
+            over[p.source] = errors
+            continue
+        tally, count = trial, count + len(p.rules)
+        kept.append(p)
+    return tuple(kept), over
+
+
 def load_policies(path: Path | str) -> Policy:
     """A policy file (one policy document), or a file of ``KartaPolicy`` objects (as
     :func:`combine` puts them together, without a file policy)."""
@@ -133,4 +162,10 @@ def load_policies(path: Path | str) -> Policy:
         policies.append(p)
     if errors:
         raise PolicyError(str(path), errors)
-    return combine(EMPTY, policies)
+    kept, over = within_bounds(EMPTY, policies)
+    if over:  # together past a bound of one policy: the file is refused, naming it
+        raise PolicyError(
+            str(path),
+            [FieldError(f"{name} {e.path}", e.message) for name, es in over.items() for e in es],
+        )
+    return combine(EMPTY, kept)
