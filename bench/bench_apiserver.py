@@ -607,6 +607,26 @@ def print_goals(rows: list[dict[str, Any]], concurrencies: list[int]) -> None:
     print(f"goal: no errors: {errors} {'✓' if errors == 0 else '✗'}")
 
 
+def scrape(hook: Webhook) -> dict[str, float]:
+    """Our server's own account of what it spent (``/metrics``): mutate admissions, the
+    workers' CPU seconds, the request threads' CPU seconds on mutate."""
+    ctx = ssl.create_default_context(cafile=str(hook.ca))
+    conn = http.client.HTTPSConnection("127.0.0.1", hook.port, context=ctx, timeout=10)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    out = {"admissions": 0.0, "server_cpu_s": 0.0, "handling_cpu_s": 0.0}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name.startswith("karta_webhook_requests_total{") and 'webhook="mutate"' in name:
+            out["admissions"] += float(value)
+        elif name == "karta_webhook_server_cpu_seconds_total":
+            out["server_cpu_s"] += float(value)
+        elif name == 'karta_webhook_request_cpu_seconds_total{webhook="mutate"}':
+            out["handling_cpu_s"] += float(value)
+    return out
+
+
 # -- main
 
 
@@ -704,6 +724,9 @@ def main() -> None:
             print(f"round {rnd + 1}/{args.rounds}: {done} creates per setup and concurrency, "
                   f"{time.monotonic() - measured:.0f} s", flush=True)  # fmt: skip
         measured_s = time.monotonic() - measured
+        time.sleep(2 * 0.5)  # the workers' metrics flush every 0.5 s
+        own = scrape(hook)
+        own["proc_cpu_s"] = cpu(hook.proc.pid)
         etcd_mb = (
             sum(f.stat().st_size for f in (tmp / "kapi").glob("etcd-*/member/snap/db")) / 2**20
         )
@@ -732,6 +755,13 @@ def main() -> None:
     for b in batches:
         for sample in b.error_samples:
             print(f"error ({b.setup}, {b.concurrency}): {sample}")
+    if own["admissions"]:
+        n = own["admissions"]
+        print(f"our /metrics: {n:.0f} mutate admissions over the whole run (warm-up and checks "
+              f"included); server CPU {1e6 * own['server_cpu_s'] / n:.0f} µs per admission "
+              f"(workers only), its handling {1e6 * own['handling_cpu_s'] / n:.0f} µs; /proc "
+              f"says {1e6 * own['proc_cpu_s'] / n:.0f} µs (master, workers and sandbox children, "
+              "start-up included)")  # fmt: skip
     print(f"measured {measured_s:.0f} s, wall {wall:.0f} s; etcd database {etcd_mb:.0f} MB")
     loads = "load average (1, 5, 15 min) before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f}"
     print(loads.format(*load_before, *load_after) + f" ({os.cpu_count()} cores)")
@@ -747,6 +777,7 @@ def main() -> None:
                     "measured_s": measured_s,
                     "etcd_mb": etcd_mb,
                     "serve_args": args.serve_arg,
+                    "own_metrics": own,
                     "baseline": str(args.baseline) if args.baseline else None,
                     "load_before": load_before,
                     "load_after": load_after,
