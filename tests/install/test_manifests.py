@@ -532,6 +532,9 @@ def test_rbac_least_privilege(base: list[Obj]) -> None:
     assert verbs(cluster_rules, "run.ai", "kartas") == {"get", "list", "watch"}
     assert verbs(cluster_rules, "run.ai", "kartas/status") == {"patch"}
     assert verbs(cluster_rules, "", "namespaces") == {"list", "watch"}
+    assert verbs(cluster_rules, "policies.karta-webhook.run.ai", "kartapolicies/status") == {
+        "patch"
+    }
     assert verbs(cluster_rules, "policies.karta-webhook.run.ai", "kartapolicies") == {
         "get", "list", "watch",
     }  # fmt: skip
@@ -548,6 +551,7 @@ def test_rbac_least_privilege(base: list[Obj]) -> None:
     own = {
         ("", "namespaces"),
         ("policies.karta-webhook.run.ai", "kartapolicies"),
+        ("policies.karta-webhook.run.ai", "kartapolicies/status"),
         ("run.ai", "kartas"),
         ("run.ai", "kartas/status"),
         ("apiextensions.k8s.io", "customresourcedefinitions"),

@@ -6,52 +6,99 @@ event is read. An object the server cannot use (one stored before the validating
 installed) is not in force and is logged once per change (``policy.skipped``, with every error).
 Without the CRD (a file-only install) the file policy alone is in force; the list is tried
 again every :data:`ABSENT_RETRY_SECONDS`.
+
+:class:`PolicyStatus` writes each object's ``Accepted`` condition while this process leads:
+``True``/``Accepted`` when it is in force, ``False``/``Invalid`` with every error at its field
+path (bounded as a Karta's conditions are), through the status subresource with the
+resourceVersion it read, and only when the condition changed.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from webhook.admission import conditions
 from webhook.admission.state import State
-from webhook.cluster.api import log_event
-from webhook.cluster.listwatch import Gone, ListWatch
+from webhook.base.limits import STATUS_ERRORS, STATUS_MESSAGE_CHARS
+from webhook.cluster.api import Ticker, log_event, request
+from webhook.cluster.kartastatus import MERGE_PATCH, api_reason
+from webhook.cluster.lease import LeaseElector
+from webhook.cluster.listwatch import Gone, ListWatch, resource_version
 from webhook.mutation.policy import Policy
 from webhook.mutation.policyfile import PolicyError
 from webhook.mutation.policyobject import GROUP, PLURAL, VERSION, parse_policy_object
 
 #: how often a missing policy CRD is looked for again
 ABSENT_RETRY_SECONDS = 30.0
+ACCEPTED = "Accepted"
 
 
-class PolicySync(ListWatch[Policy | PolicyError]):
+@dataclass(frozen=True)
+class Seen:
+    """A KartaPolicy as last seen: the object, and the policy it gives or why it cannot."""
+
+    obj: Mapping[str, Any]
+    policy: Policy | None
+    errors: tuple[str, ...] = ()
+
+
+def _generation(obj: Mapping[str, Any]) -> int | None:
+    meta = obj.get("metadata")
+    g = meta.get("generation") if isinstance(meta, Mapping) else None
+    return g if isinstance(g, int) and not isinstance(g, bool) else None
+
+
+def accepted(seen: Seen) -> conditions.Condition:
+    """The ``Accepted`` condition of one object."""
+    if seen.policy is not None:
+        n = len(seen.policy.rules)
+        return conditions.Condition(ACCEPTED, True, "Accepted", f"in force: {n} rules")
+    shown = list(seen.errors[:STATUS_ERRORS])
+    more = f" (and {len(seen.errors) - len(shown)} more)" if len(seen.errors) > len(shown) else ""
+    message = "; ".join(shown) + more
+    if len(message) > STATUS_MESSAGE_CHARS:
+        message = message[: STATUS_MESSAGE_CHARS - 3] + "..."
+    return conditions.Condition(ACCEPTED, False, "Invalid", message)
+
+
+class PolicySync(ListWatch[Seen]):
     """KartaPolicies by name: the policy each gives, or why it cannot be used."""
 
     thread_name = "karta-policies"
     events = "policies"
     item = "policy"
 
-    def __init__(self, state: State, api: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, state: State, api: Any, status: PolicyStatus | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(api, GROUP, VERSION, PLURAL, **kwargs)
         self.state = state
+        self.status = status
         self._absent_said = False
 
-    def digest(
-        self, name: str, obj: dict[str, Any], previous: Policy | PolicyError | None
-    ) -> Policy | PolicyError:
+    def digest(self, name: str, obj: dict[str, Any], previous: Seen | None) -> Seen:
+        same = previous is not None and _generation(previous.obj) == _generation(obj)
+        if previous is not None and same and _generation(obj) is not None:
+            return Seen(obj, previous.policy, previous.errors)  # a status write: same spec
         try:
-            return parse_policy_object(obj)
+            return Seen(obj, parse_policy_object(obj))
         except PolicyError as e:
-            log_event(
-                "policy.skipped", logging.WARNING, name=name, errors=[str(x) for x in e.errors]
-            )
-            return e
+            errors = tuple(str(x) for x in e.errors)
+            log_event("policy.skipped", logging.WARNING, name=name, errors=list(errors))
+            return Seen(obj, None, errors)
 
     def publish(self) -> None:
         items = self.snapshot()
-        self.state.set_policies(p for p in items.values() if isinstance(p, Policy))
+        self.state.set_policies(s.policy for s in items.values() if s.policy is not None)
+        if self.status is not None:
+            self.status.on_change(items)
 
     def relist(self) -> str:
         try:
@@ -69,3 +116,98 @@ class PolicySync(ListWatch[Policy | PolicyError]):
             raise Gone() from e
         self._absent_said = False
         return rv
+
+
+class PolicyStatus(Ticker):
+    """Writes the KartaPolicies' ``Accepted`` condition while leading (``elector`` None:
+    always); fed by :meth:`PolicySync.publish`."""
+
+    thread_name = "karta-policy-status"
+    error_event = "policy-status.error"
+
+    def __init__(
+        self,
+        api: Any,
+        *,
+        elector: LeaseElector | None,
+        retry_seconds: float = 2.0,
+        resync_seconds: float = 300.0,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        super().__init__(retry_seconds)
+        self.api = api
+        self.elector = elector
+        self.resync_seconds = resync_seconds
+        self.now = now
+        self.writes = 0
+        self._items: dict[str, Seen] = {}
+        self._was_leader = False
+        self._last_pass = 0.0
+        self._patched_from: dict[str, str] = {}
+        self.failed: dict[str, str] = {}
+
+    def on_change(self, items: dict[str, Seen]) -> None:
+        self._items = items
+        self._dirty = True
+        self._wake.set()
+
+    def _leading(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
+    def reconcile(self) -> int:
+        if not self._leading():
+            return 0
+        self._dirty = False
+        self._last_pass = time.monotonic()
+        now = conditions.rfc3339(self.now())
+        wrote = 0
+        items = self._items
+        for name, seen in items.items():
+            rv = resource_version(seen.obj)
+            if rv and self._patched_from.get(name) == rv:
+                continue  # our patch is on its way back through the watch
+            generation = _generation(seen.obj)
+            current = conditions.current_conditions(seen.obj)
+            new = conditions.merged(current, [accepted(seen)], generation, now)
+            if new is None:
+                continue
+            if self._patch(name, rv, new, accepted(seen).status_text):
+                wrote += 1
+        self._patched_from = {n: v for n, v in self._patched_from.items() if n in items}
+        return wrote
+
+    def _patch(self, name: str, rv: str, new: list[dict[str, Any]], status: str) -> bool:
+        body: dict[str, Any] = {"status": {"conditions": new}}
+        if rv:
+            body["metadata"] = {"resourceVersion": rv}
+        path = f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}/status"
+        try:
+            request(self.api, "PATCH", path, body=body, content_type=MERGE_PATCH)
+        except ApiException as e:
+            if e.status == 404:
+                return False
+            if e.status == 409:
+                self._dirty = True
+                return False
+            reason = api_reason(e)
+            if self.failed.get(name) != reason:
+                log_event("policy.status-failed", logging.WARNING, name=name, error=reason)
+            self.failed[name] = reason
+            self._dirty = True
+            return False
+        self.failed.pop(name, None)
+        if rv:
+            self._patched_from[name] = rv
+        self.writes += 1
+        log_event("policy.status", name=name, accepted=status)
+        return True
+
+    def step(self) -> None:
+        leading = self._leading()
+        became = leading and not self._was_leader
+        self._was_leader = leading
+        if not leading:
+            return
+        due = time.monotonic() - self._last_pass >= self.resync_seconds
+        if self._dirty or became or due:
+            self.reconcile()

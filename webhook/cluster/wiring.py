@@ -33,7 +33,7 @@ from webhook.cluster.keeper import WebhookConfigKeeper
 from webhook.cluster.lease import LeaseElector, NamespaceMissing, namespace_missing
 from webhook.cluster.livesamples import LiveSampler, no_retry_client
 from webhook.cluster.namespaces import NamespaceWatch
-from webhook.cluster.policysync import PolicySync
+from webhook.cluster.policysync import PolicyStatus, PolicySync
 from webhook.jq.engine import Engine
 
 
@@ -68,6 +68,7 @@ class Cluster:
         status: StatusWriter | None = None,
         namespaces: NamespaceWatch | None = None,
         policies: PolicySync | None = None,
+        policy_status: PolicyStatus | None = None,
     ) -> None:
         self.sync = sync
         self.keeper = keeper
@@ -75,13 +76,15 @@ class Cluster:
         self.status = status
         self.namespaces = namespaces
         self.policies = policies
+        self.policy_status = policy_status
 
     def objects(self) -> list[dict[str, Any]]:
         return self.sync.objects()
 
     def stop(self) -> None:
         jobs: list[Daemon | None] = [
-            self.sync, self.crds, self.namespaces, self.policies, self.status, self.keeper,
+            self.sync, self.crds, self.namespaces, self.policies, self.policy_status,
+            self.status, self.keeper,
         ]  # fmt: skip
         for job in jobs:
             if job is not None:
@@ -123,7 +126,6 @@ def start(
     crds = CRDSync(state, api)
     namespaces = NamespaceWatch(api, resync_seconds=resync_seconds)
     state.namespaces = namespaces
-    policies = PolicySync(state, api, resync_seconds=resync_seconds)
     elector = (
         LeaseElector(api, namespace or pod_namespace()) if keep_webhooks or write_status else None
     )
@@ -135,7 +137,11 @@ def start(
     if write_status:
         status = StatusWriter(state, api, elector=elector, renews=keeper is None)
         state.listeners.append(status.on_snapshot)
-    for job in (keeper, status, crds, namespaces, policies, sync):
+    # The policies' Accepted condition is written by the leader, as the Kartas' are (the
+    # keeper or the Karta status writer renews the Lease).
+    policy_status = PolicyStatus(api, elector=elector) if write_status else None
+    policies = PolicySync(state, api, policy_status, resync_seconds=resync_seconds)
+    for job in (keeper, status, policy_status, crds, namespaces, policies, sync):
         if job is not None:
             job.start()
-    return Cluster(sync, keeper, crds, status, namespaces, policies)
+    return Cluster(sync, keeper, crds, status, namespaces, policies, policy_status)

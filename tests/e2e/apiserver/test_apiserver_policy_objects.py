@@ -30,6 +30,15 @@ spec:
     labels: {kai.scheduler/queue: "$(namespace.labels['kai-queue'])"}
 """
 
+STORED_INVALID = """\
+apiVersion: policies.karta-webhook.run.ai/v1alpha1
+kind: KartaPolicy
+metadata: {name: stored-invalid}
+spec:
+  rules:
+  - {name: q, labels: {"bad key!": x}}
+"""
+
 
 @pytest.fixture(scope="module")
 def hook(plane: kapi.ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
@@ -42,6 +51,8 @@ def hook(plane: kapi.ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> 
         env={"POD_NAMESPACE": "default", "POD_NAME": "policy-objects"},
     )
     try:
+        # stored before the validating webhook is registered: the server must say why not
+        plane.kubectl("apply", "-f", "-", input=STORED_INVALID)
         register(plane, configurations(served, failure_policy="Fail"))
         yield served
     finally:
@@ -114,3 +125,35 @@ def test_an_invalid_policy_is_refused_at_apply_naming_its_field(
         "GET", "/apis/policies.karta-webhook.run.ai/v1alpha1/kartapolicies/bad"
     )
     assert status == 404
+
+
+def _accepted(plane: kapi.ControlPlane, name: str) -> dict[str, Any] | None:
+    status, out = plane.request(
+        "GET", f"/apis/policies.karta-webhook.run.ai/v1alpha1/kartapolicies/{name}"
+    )
+    conds = (out.get("status") or {}).get("conditions") or [] if status == 200 else []
+    return next((c for c in conds if c.get("type") == "Accepted"), None)
+
+
+def test_the_accepted_condition_says_why_a_stored_policy_is_not_in_force(
+    plane: kapi.ControlPlane, hook: Webhook
+) -> None:
+    wait_until(
+        "the Accepted condition is written", lambda: _accepted(plane, "stored-invalid") is not None
+    )
+    cond = _accepted(plane, "stored-invalid")
+    assert cond is not None and cond["status"] == "False" and cond["reason"] == "Invalid"
+    assert "spec.rules[0] (q).labels['bad key!']: invalid key" in cond["message"], cond
+    plane.kubectl("apply", "-f", "-", input=QUEUES)
+    wait_until(
+        "a good policy is Accepted",
+        lambda: (_accepted(plane, "queues") or {}).get("status") == "True",
+    )
+    shown = plane.kubectl("get", "kartapolicies").stdout.splitlines()
+    assert shown[0].split() == ["NAME", "RULES", "READY", "AGE"], shown
+    rows = {line.split()[0]: line.split() for line in shown[1:]}
+    assert rows["queues"][1:3] == ["queue", "True"] and rows["stored-invalid"][1:3] == [
+        "q",
+        "False",
+    ]
+    plane.kubectl("delete", "kartapolicy", "queues")
