@@ -314,10 +314,7 @@ NO_FIELD = {
 }
 #: Fields the kind's API has but the bundled definition does not locate yet: a plain "—" (the
 #: catalog's to fix; docs/policy.md says so under the table).
-CATALOG_GAPS = {
-    # NIMServiceSpec.priorityClassName (k8s-nim-operator's current API): no path for it yet
-    ("apps.nvidia.com/v1alpha1 NIMService", "priorityClassName"),
-}
+CATALOG_GAPS: set[tuple[str, str]] = set()
 
 
 def policy_fields_table() -> str:

@@ -180,12 +180,25 @@ def test_without_a_written_field_there_is_nowhere_to_find_the_pod_spec() -> None
 
 def test_agreeing_paths_carry_the_fields_and_write_them_there() -> None:
     karta = definitions.parse(_thing())
-    assert carry.carried(karta) == ("schedulerName", "nodeSelector", "tolerations")
+    # priorityClassName too: a pod-spec field it gives no path for
+    assert carry.carried(karta) == (
+        "schedulerName", "priorityClassName", "nodeSelector", "tolerations"
+    )  # fmt: skip
     m = mutate_with(karta, PLACE, THING, ENGINE)
     assert m.ops == [
         {"op": "add", "path": "/spec/pod/nodeSelector", "value": {"pool": "gpu"}},
         {"op": "add", "path": "/spec/pod/tolerations", "value": [GPU]},
     ]
+    m = mutate_with(karta, policy(priorityClassName="train"), THING, ENGINE)
+    assert m.ops == [{"op": "add", "path": "/spec/pod/priorityClassName", "value": "train"}]
+
+
+def test_a_path_of_its_own_wins_over_the_implied_pod_spec() -> None:
+    karta = definitions.parse(_thing(priorityClassNamePath=".spec.other.priorityClassName"))
+    # .spec.other: the paths disagree, so nothing is implied, and the class goes to its path
+    assert implied_pod_spec(karta.root).expression is None
+    m = mutate_with(karta, policy(priorityClassName="train"), THING, ENGINE)
+    assert m.ops == [{"op": "add", "path": "/spec/other/priorityClassName", "value": "train"}]
 
 
 def _schema(pod_fields: dict[str, Any]) -> dict[str, Any]:
@@ -216,15 +229,15 @@ def test_the_kinds_schema_without_the_fields_refuses_the_inference() -> None:
     report = check(_thing(), [("t", copy.deepcopy(THING))], ENGINE, schema=_schema(POD_FIELDS))
     where = "spec.structureDefinition.rootComponent.specDefinition.fragmentedPodSpecDefinition"
     found = [e for e in report.errors if e.path == where]
-    assert [e.message.split(",")[0] for e in found] == [
-        "its paths imply the pod spec '.spec.pod'",
-        "its paths imply the pod spec '.spec.pod'",
-    ]
-    assert "nodeSelector" in found[0].message and "tolerations" in found[1].message
+    assert {e.message.split(",")[0] for e in found} == {"its paths imply the pod spec '.spec.pod'"}
+    assert [e.message.split("where ")[1].split(" ")[0] for e in found] == [
+        "priorityClassName", "nodeSelector", "tolerations"
+    ]  # fmt: skip
     assert carry.REFUSED_ANNOTATION in found[0].message
     # the definition says its kind has no such fields: no error, and they are left out
     doc = _thing()
-    doc["metadata"]["annotations"] = {carry.REFUSED_ANNOTATION: "nodeSelector,tolerations"}
+    refused = "priorityClassName,nodeSelector,tolerations"
+    doc["metadata"]["annotations"] = {carry.REFUSED_ANNOTATION: refused}
     report = check(doc, [("t", copy.deepcopy(THING))], ENGINE, schema=_schema(POD_FIELDS))
     assert report.errors == []
     m = mutate_with(definitions.parse(doc), PLACE, THING, ENGINE)
@@ -234,12 +247,22 @@ def test_the_kinds_schema_without_the_fields_refuses_the_inference() -> None:
 def test_the_kinds_schema_with_the_fields_accepts_it() -> None:
     fields = {
         **POD_FIELDS,
+        "priorityClassName": {"type": "string"},
         "nodeSelector": {"type": "object", "additionalProperties": {"type": "string"}},
         "tolerations": {"type": "array", "items": {"type": "object"}},
     }
     report = check(_thing(), [("t", copy.deepcopy(THING))], ENGINE, schema=_schema(fields))
     assert report.errors == []
     assert any("nodeSelector, tolerations" in n for n in report.notes)
+
+
+def test_an_lws_worker_of_an_llm_inference_service_takes_the_class_at_its_pod_spec() -> None:
+    obj = sample("serving.kserve.io-llminferenceservice-v1alpha1", "multi-node-dp.yaml")
+    assert "priorityClassName" not in obj["spec"]["worker"]
+    out, _ = apply(obj, policy(priorityClassName="train", tolerations=[GPU]))
+    assert out["spec"]["worker"]["priorityClassName"] == "train"
+    assert out["spec"]["template"]["priorityClassName"] == "train"
+    assert GPU in out["spec"]["worker"]["tolerations"]
 
 
 def test_a_milvus_without_components_gets_them_with_every_field() -> None:

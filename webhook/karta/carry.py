@@ -3,9 +3,10 @@
 A definition locates a policy field (:data:`webhook.karta.fields.INJECTABLES`) by its pattern: a
 whole pod template carries every one; a pod spec carries the pod-spec fields, and labels and
 annotations only with a ``metadataPath``; a fragmented definition carries the fields it has a
-fragmented path for, and the pod-spec fields upstream's format has no path for
-(``nodeSelector``, ``tolerations``) where its paths imply a pod spec (:mod:`webhook.karta.podspec`;
-``validate`` says why not where they do not).
+fragmented path for, and the other pod-spec fields (``nodeSelector``, ``tolerations``, which
+upstream's format has no path for, and a ``priorityClassName`` it gives no path for) where its
+paths imply a pod spec (:mod:`webhook.karta.podspec`; ``validate`` says why not where they do
+not).
 A field a definition cannot locate is never written at a guessed place: a rule that sets it
 is not applicable there (a failure, which ``failureMode`` decides).
 
@@ -33,7 +34,7 @@ from webhook.karta.fields import (
     Role,
 )
 from webhook.karta.model import Karta
-from webhook.karta.podspec import IMPLIED, implied_pod_spec
+from webhook.karta.podspec import IMPLIED, implied_fields, implied_pod_spec
 
 #: The annotation of a Karta that lists the policy fields its kind refuses.
 REFUSED_ANNOTATION = "karta-webhook.run.ai/refused-pod-fields"
@@ -79,10 +80,8 @@ def carried(karta: Karta) -> tuple[str, ...]:
                 if inj.in_pod_spec is not None or c.exprs.get(Role.METADATA):
                     found.add(inj.key)
             elif pattern == FRAGMENTED:
-                if inj.fragment is not None:
-                    if c.exprs.get(inj.fragment):
-                        found.add(inj.key)
-                elif inj in IMPLIED and implied_pod_spec(c).expression is not None:
+                own = inj.fragment is not None and bool(c.exprs.get(inj.fragment))
+                if own or inj in implied_fields(c):
                     found.add(inj.key)
     return tuple(k for k in INJECTABLE_KEYS if k in found)
 

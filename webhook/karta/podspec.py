@@ -5,8 +5,10 @@ Upstream's fragmented format has paths for some pod-spec fields (``schedulerName
 ``resourceClaimsPath``) and none for others (``nodeSelector``, ``tolerations``). When the paths
 a component gives end in their pod-spec fields of one and the same object (Grove's
 ``.spec.template.cliques[].spec.podSpec.schedulerName`` and ``….podSpec.containers``), that
-object is the pod spec, and the pod-spec fields without a path of their own (:data:`IMPLIED`)
-live there too: they are written beside the written field that ends in it
+object is the pod spec, and the pod-spec policy fields without a path of their own
+(:func:`implied_fields`: ``nodeSelector``, ``tolerations``, and ``priorityClassName`` or
+``schedulerName`` where the definition gives no path for it) live there too: they are written
+beside the written field that ends in it
 (:func:`webhook.workload.slots.implied_slots`).
 
 The inference is made from the expressions alone, once per component: a path counts when its
@@ -30,7 +32,15 @@ from webhook.jq.syntax import FIELD, OP, TokenizeError, tokenize
 from webhook.karta.fields import FRAGMENTED, INJECTABLES, Injectable, Role
 from webhook.karta.model import Component
 
-__all__ = ["IMPLIED", "POD_SPEC_FIELDS", "Implied", "implied_pod_spec", "object_of", "role_key"]
+__all__ = [
+    "IMPLIED",
+    "POD_SPEC_FIELDS",
+    "Implied",
+    "implied_fields",
+    "implied_pod_spec",
+    "object_of",
+    "role_key",
+]
 
 #: Fragmented fields that name a pod-spec field, and that field's keys below the PodSpec.
 POD_SPEC_FIELDS: Final[dict[Role, tuple[str, ...]]] = {
@@ -41,16 +51,23 @@ POD_SPEC_FIELDS: Final[dict[Role, tuple[str, ...]]] = {
     Role.POD_AFFINITY: ("affinity", "podAffinity"),
     Role.RESOURCE_CLAIMS: ("resourceClaims",),
 }
-#: The policy fields that live in the pod spec and have no fragmented path: written at the
-#: implied pod spec.
-IMPLIED: Final[tuple[Injectable, ...]] = tuple(
-    i for i in INJECTABLES if i.fragment is None and i.in_pod_spec is not None
-)
+#: The policy fields that live in the pod spec: written at the implied pod spec when the
+#: component has no fragmented path of their own (``nodeSelector`` and ``tolerations`` never
+#: have one; ``priorityClassName`` where a definition gives no ``priorityClassNamePath``).
+IMPLIED: Final[tuple[Injectable, ...]] = tuple(i for i in INJECTABLES if i.in_pod_spec is not None)
 _KEYS: Final[dict[Role, str]] = {i.fragment: i.key for i in INJECTABLES if i.fragment}
 #: written fragments that name a pod-spec field: where the implied fields' locations come from
 _ANCHORS: Final[tuple[Role, ...]] = tuple(
     i.fragment for i in INJECTABLES if i.fragment in POD_SPEC_FIELDS
 )
+
+
+def implied_fields(c: Component) -> tuple[Injectable, ...]:
+    """The pod-spec policy fields ``c`` places at its implied pod spec: those it has no
+    fragmented path for (none when it implies no pod spec)."""
+    if implied_pod_spec(c).expression is None:
+        return ()
+    return tuple(i for i in IMPLIED if i.fragment is None or not c.exprs.get(i.fragment))
 
 
 def role_key(role: Role) -> str:

@@ -29,7 +29,7 @@ from webhook.jq.paths import parse_plain
 from webhook.karta.carry import REFUSED_ANNOTATION, declined
 from webhook.karta.fields import FRAGMENTED, Role
 from webhook.karta.model import JqField, Karta
-from webhook.karta.podspec import IMPLIED, implied_pod_spec
+from webhook.karta.podspec import implied_fields, implied_pod_spec
 from webhook.schema.structural import ExpressionCheck, RawToken, Schema, Shape, check_expression
 
 __all__ = [
@@ -145,12 +145,16 @@ def _record(f: JqField, result: ExpressionCheck, whose: str, out: SchemaFindings
 
 
 #: What the implied pod-spec fields must be (shapes the schema can say; others: that it has them).
-_IMPLIED_SHAPES: Final[Mapping[str, Shape]] = {"nodeSelector": Shape.STRING_MAP}
+_IMPLIED_SHAPES: Final[Mapping[str, Shape]] = {
+    "nodeSelector": Shape.STRING_MAP,
+    "schedulerName": Shape.STRING,
+    "priorityClassName": Shape.STRING,
+}
 
 
 def check_implied(karta: Karta, schema: Schema, kind: str) -> SchemaFindings:
     """Judge the pod-spec fields each fragmented component's implied pod spec gets
-    (:mod:`webhook.karta.podspec`: ``nodeSelector``, ``tolerations``) against the root kind's
+    (:func:`webhook.karta.podspec.implied_fields`: ``nodeSelector``, ``tolerations``, ...) against the root kind's
     schema: where the schema has no such field at that object, or one of another type, the
     inference is wrong for the kind and writing there would be pruned or refused by the API
     server: an error at the component's ``fragmentedPodSpecDefinition``, unless the definition
@@ -163,7 +167,7 @@ def check_implied(karta: Karta, schema: Schema, kind: str) -> SchemaFindings:
         if implied.expression is None:
             continue
         where = join_path(join_path(c.field_path, "specDefinition"), FRAGMENTED)
-        for inj in IMPLIED:
+        for inj in implied_fields(c):
             if inj.key in left_out or inj.in_pod_spec is None:
                 continue
             base = "" if implied.expression == "." else implied.expression

@@ -22,7 +22,7 @@ from webhook.karta.fields import (
 )
 from webhook.karta.locations import creatable, instance_depths, parent_object
 from webhook.karta.model import Component
-from webhook.karta.podspec import IMPLIED, implied_pod_spec, role_key
+from webhook.karta.podspec import implied_fields, implied_pod_spec, role_key
 from webhook.workload import gpus
 from webhook.workload.batch import Batch, write_locations
 from webhook.workload.model import Slot
@@ -238,22 +238,24 @@ def fragment_rows(
 
 
 def implied_slots(c: Component, slots: dict[str, Slot]) -> None:
-    """Add the pod-spec fields no fragment locates (``nodeSelector``, ``tolerations``) at the
-    pod spec the definition's fragment paths imply (:func:`webhook.karta.podspec.implied_pod_spec`),
-    beside the written field that ends in it: where that one is written (its parent exists or is
-    created), they are too, by the same rule."""
-    implied = implied_pod_spec(c)
-    for role in implied.anchors:
+    """Add the pod-spec fields ``c`` has no fragmented path for (``nodeSelector``,
+    ``tolerations``, a missing ``priorityClassNamePath``'s) at the pod spec the definition's
+    fragment paths imply (:func:`webhook.karta.podspec.implied_pod_spec`), beside the written
+    field that ends in it: where that one is written (its parent exists or is created), they
+    are too, by the same rule."""
+    fields = implied_fields(c)
+    if not fields:
+        return
+    for role in implied_pod_spec(c).anchors:
         s = slots.get(role_key(role))
         if s is None:
             continue
         spec = s.path[:-1]
         here = pointer(spec)
-        for inj in IMPLIED:
+        for inj in fields:
             assert inj.in_pod_spec is not None
-            slots[inj.key] = Slot(
-                (*spec, *inj.in_pod_spec), s.base, s.anchor, here + pointer(inj.in_pod_spec)
-            )
+            steps = inj.in_pod_spec
+            slots[inj.key] = Slot((*spec, *steps), s.base, s.anchor, here + pointer(steps))
         return
 
 
