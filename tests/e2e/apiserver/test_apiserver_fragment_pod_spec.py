@@ -80,12 +80,11 @@ def _create(plane: kapi.ControlPlane, collection: str, body: dict[str, Any]) -> 
     return dict(stored)
 
 
-def _pod_spec_fields(spec: dict[str, Any], *, priority: bool = True) -> None:
+def _pod_spec_fields(spec: dict[str, Any]) -> None:
     assert spec["schedulerName"] == "kai-scheduler"
     assert spec["nodeSelector"]["nvidia.com/gpu.present"] == "true"
     assert spec["tolerations"].count(GPU) == 1
-    if priority:
-        assert spec["priorityClassName"] == "e2e-train"
+    assert spec["priorityClassName"] == "e2e-train"
 
 
 def test_a_grove_podcliqueset_is_stored_with_the_six_fields_in_every_clique(
@@ -124,7 +123,7 @@ def test_an_llm_inference_service_gets_its_router_scheduler_template_made(
     collection = f"/apis/serving.kserve.io/v1alpha1/namespaces/{ns}/llminferenceservices"
     stored = _create(plane, collection, body)
     _pod_spec_fields(stored["spec"]["template"])
-    # made inside the scheduler instance, which exists (the definition has no
-    # priorityClassNamePath for it: a warning, admitted under failureMode open)
-    _pod_spec_fields(stored["spec"]["router"]["scheduler"]["template"], priority=False)
+    # made inside the scheduler instance, which exists; its priorityClassName has no path of
+    # its own in the definition and goes to the implied pod spec
+    _pod_spec_fields(stored["spec"]["router"]["scheduler"]["template"])
     assert "worker" not in stored["spec"] and "prefill" not in stored["spec"]
