@@ -93,3 +93,32 @@ def test_a_bad_namespaces_file_exits_2_naming_the_document(
     )
     err = capsys.readouterr().err
     assert "ns.yaml#1" in err and "not a Namespace" in err
+
+
+def test_explain_names_the_policy_and_rule_of_each_operation(
+    tmp_path: Path, policy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import jsonpatch
+
+    objects = tmp_path / "objects.yaml"
+    objects.write_text(
+        "apiVersion: policies.karta-webhook.run.ai/v1alpha1\nkind: KartaPolicy\n"
+        "metadata: {name: sched}\nspec:\n  rules:\n  - {name: s, schedulerName: kai-scheduler}\n"
+        "  - {name: q, labels: {kai.scheduler/queue: fixed}}\n"
+    )
+    f = tmp_path / "in.yaml"
+    f.write_text(NAMESPACE + "---\n" + JOBSET.read_text())
+    assert main(["mutate", "-f", str(JOBSET), "--policy", str(objects), "-o", "explain"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert {(e["policy"], e["rule"]) for e in said} == {("sched", "s"), ("sched", "q")}
+    assert [e["rule"] for e in said] == sorted((e["rule"] for e in said), key="sq".index)
+    # the operations, applied in order, give what mutate prints
+    assert main(["mutate", "-f", str(JOBSET), "--policy", str(objects), "-o", "json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    ops = [{k: v for k, v in e.items() if k not in ("policy", "rule")} for e in said]
+    assert jsonpatch.apply_patch(yaml.safe_load(JOBSET.read_text()), ops) == printed
+    # a file policy's rules are its file's; the namespaces are read as for -o yaml
+    assert main(["mutate", "-f", str(f), "--policy", str(policy), "-o", "explain"]) == 0
+    ns_said, jobset_said = json.loads(capsys.readouterr().out)
+    assert ns_said == [] and {e["rule"] for e in jobset_said} == {"queue"}
+    assert {e["policy"] for e in jobset_said} == {str(policy)}

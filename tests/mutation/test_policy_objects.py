@@ -146,3 +146,22 @@ def test_the_validating_webhook_refuses_an_invalid_policy_naming_its_field() -> 
     )
     good = _object("p", rules=[{"name": "kai", "schedulerName": "kai-scheduler"}])
     assert validate_policy(_review(good)).outcome == "allowed"
+
+
+def test_the_audit_annotation_names_the_policies_applied() -> None:
+    from helpers import review
+
+    from webhook.admission.handlers import mutate
+
+    file = parse_policy({"rules": [{"name": "base", "labels": {"a": "b"}}]})
+    team = parse_policy_object(_object("team", rules=[{"name": "q", "labels": {QUEUE: "t"}}]))
+    other = parse_policy_object(
+        _object("other", rules=[{"name": "d", "match": {"kinds": ["Deployment"]},
+                                  "labels": {"x": "y"}}])
+    )  # fmt: skip
+    obj = yaml.safe_load(JOBSET.read_text())
+    req = decode(json.dumps(review(obj)).encode())
+    got = json.loads(encode(mutate(req, REGISTRY, combine(file, [team, other]), ENGINE).response))
+    assert got["response"]["auditAnnotations"]["policies"] == "file,team"
+    alone = json.loads(encode(mutate(req, REGISTRY, file, ENGINE).response))
+    assert "policies" not in alone["response"]["auditAnnotations"]  # the file alone: as before

@@ -30,7 +30,7 @@ from webhook.mutation.plan import Plan, plan
 from webhook.mutation.podadmission import fit_pod
 from webhook.mutation.policy import Policy
 from webhook.mutation.policyfile import PolicyError
-from webhook.mutation.policyobject import is_policy_kind, parse_policy_object
+from webhook.mutation.policyobject import has_objects, is_policy_kind, parse_policy_object
 from webhook.mutation.scope import Namespaces, Narrowed, contextual, narrow
 from webhook.schema.crds import SchemaIndex
 from webhook.validation.check import Report, check
@@ -84,12 +84,42 @@ def mutate_with(
     none); what it could not decide joins the plan's failures."""
     if not contextual(policy):
         return _plan(karta, policy, obj, engine, operation)
-    decided = _narrowed(karta, policy, obj, namespaces)
+    return _plan_decided(karta, _narrowed(karta, policy, obj, namespaces), obj, engine, operation)
+
+
+def _plan_decided(
+    karta: Karta, decided: Narrowed, obj: Mapping[str, Any], engine: Engine, operation: str
+) -> Plan:
     got = _plan(karta, decided.policy, obj, engine, operation)
     if decided.failures:
         got.warnings[:0] = decided.warnings
         got.failures[:0] = decided.failures
     return got
+
+
+#: the policies' names whose rules match a kind in a namespace, by (policy, kind, namespace)
+_APPLIED: dict[tuple[int, GVK, str], tuple[Policy, str]] = {}
+
+
+def policies_applied(policy: Policy, gvk: GVK, namespace: str) -> str:
+    """The names of the policies (a KartaPolicy's name, ``file`` for the policy file) with a
+    rule that matches ``gvk`` in ``namespace`` (``policy`` already decided for the object's
+    selectors), comma-separated in order: the audit annotation ``policies``. Kept per policy,
+    kind and namespace."""
+    key = (id(policy), gvk, namespace)
+    got = _APPLIED.get(key)
+    if got is not None and got[0] is policy:
+        return got[1]
+    names: dict[str, None] = {}
+    for rule in policy.rules:
+        if rule.match.workload(gvk, namespace):
+            owner, slash, _ = rule.name.rpartition("/")
+            names[owner if slash else "file"] = None
+    value = ",".join(names)
+    if len(_APPLIED) >= 4096:
+        _APPLIED.clear()
+    _APPLIED[key] = (policy, value)
+    return value
 
 
 def _plan(
@@ -161,7 +191,11 @@ def mutate(
         # alone: its pods are going, and a patch could only stand in the way of the delete.
         return Result(resp, kind, "skipped")
     try:
-        m = mutate_with(karta, policy, obj, engine, req.operation, namespaces)
+        decided = _narrowed(karta, policy, obj, namespaces) if contextual(policy) else None
+        if decided is None:
+            m = _plan(karta, policy, obj, engine, req.operation)
+        else:
+            m = _plan_decided(karta, decided, obj, engine, req.operation)
     except Exception as e:  # a definition meeting an object it cannot read
         why = f"{type(e).__name__}: {e}"
         return _not_mutated(resp, req, karta, policy, "error", why)
@@ -175,6 +209,13 @@ def mutate(
         resp.warnings.extend(f"karta-webhook: {w}" for w in m.warnings)
     resp.patch = m.ops or None
     resp.audit["mutated-templates"] = str(m.templates_mutated)
+    if has_objects(policy):  # which policies: said once policy objects are in force
+        namespace = req.namespace or ""
+        applied = policies_applied(
+            decided.policy if decided else policy, gvk or GVK("", "", ""), namespace
+        )
+        if applied:
+            resp.audit["policies"] = applied
     outcome = "patched" if m.ops else "unchanged"
     failure = m.failures[0][0] if m.failures else None
     return Result(resp, kind, outcome, len(m.ops), failure=failure)

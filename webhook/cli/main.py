@@ -68,7 +68,13 @@ def build_parser(prog: str = "karta-webhook") -> argparse.ArgumentParser:
         "read; Namespace documents among -f's are read too",
     )
     catalog(m)
-    m.add_argument("-o", "--output", choices=("yaml", "json", "patch"), default="yaml")
+    m.add_argument(
+        "-o",
+        "--output",
+        choices=("yaml", "json", "patch", "explain"),
+        default="yaml",
+        help="explain: each patch operation with the policy and rule that made it",
+    )
     m.set_defaults(func=cmd_mutate)
 
     d = sub.add_parser(

@@ -5,6 +5,8 @@ as their workload tree, and ``describe KIND[/NAME]`` of live workloads in a clus
 from __future__ import annotations
 
 import argparse
+import copy
+import dataclasses
 import sys
 from typing import Any
 
@@ -17,7 +19,7 @@ from webhook.base.gvk import GVK
 from webhook.cli import console
 from webhook.cli.console import EXIT_FINDING, EXIT_INPUT, EXIT_OK
 from webhook.jq.engine import Engine
-from webhook.mutation.policy import EMPTY
+from webhook.mutation.policy import EMPTY, Policy
 from webhook.mutation.policyobject import load_policies
 from webhook.mutation.scope import NamespaceMeta, namespace_meta, namespaces_of
 from webhook.workload import render as describe
@@ -33,6 +35,14 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     namespaces = _namespaces(args.namespaces) if getattr(args, "namespaces", None) else {}
     namespaces.update(namespaces_of([doc for _, doc in docs]))
     engine = Engine()
+    explained = (  # before the documents are patched in place below
+        [
+            _explain(registry, policy, doc, engine, namespaces) if isinstance(doc, dict) else []
+            for _, doc in docs
+        ]
+        if args.output == "explain"
+        else None
+    )
     mutated: list[Any] = []
     patches: list[list[dict[str, Any]]] = []
     code = EXIT_OK
@@ -61,7 +71,9 @@ def cmd_mutate(args: argparse.Namespace) -> int:
             console.err(f"{source}: warning: {w}")
         patches.append(m.ops)
         mutated.append(jsonpatch.apply_patch(doc, m.ops, in_place=True) if m.ops else doc)
-    if args.output == "patch":
+    if explained is not None:
+        console.print_json(explained[0] if len(explained) == 1 else explained)
+    elif args.output == "patch":
         console.print_json(patches[0] if len(patches) == 1 else patches)
     elif args.output == "json":
         console.print_json(
@@ -72,6 +84,29 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(console.dump_yaml(mutated))
     return code
+
+
+def _explain(
+    registry: Any, policy: Policy, doc: dict[str, Any], engine: Engine, namespaces: Any
+) -> list[dict[str, Any]]:
+    """Each rule's operations in order, with the policy and rule that made them: each rule is
+    planned alone on the object as the rules before it left it (the planner is idempotent
+    and keeps what is set, so that is what the rule adds), and the operations, applied in
+    order, give the object ``mutate`` prints."""
+    out: list[dict[str, Any]] = []
+    if _is_namespace(doc) or registry.lookup(GVK.of(doc)) is None:
+        return out
+    current = copy.deepcopy(doc)
+    for rule in policy.rules:
+        alone = dataclasses.replace(policy, rules=(rule,))
+        m = mutate_object(registry, alone, current, engine, namespaces=namespaces)
+        if m is None or not m.ops:
+            continue
+        owner, _, name = rule.name.rpartition("/")
+        for op in m.ops:
+            out.append({"policy": owner or policy.source, "rule": name, **op})
+        current = jsonpatch.apply_patch(current, m.ops, in_place=True)
+    return out
 
 
 def _is_namespace(doc: Any) -> bool:

@@ -100,9 +100,21 @@ def combine(file: Policy, objects: Iterable[Policy]) -> Policy:
     closed = any(p.failure_mode == "closed" for p in every)
     sources = ", ".join(p.source for p in ordered)
     head = f"{file.source} + " if file is not EMPTY else ""
-    return Policy(
+    made = Policy(
         tuple(rules), f"{head}{KIND} {sources}", operations, "closed" if closed else "open"
     )
+    _COMBINED.insert(0, made)
+    del _COMBINED[8:]
+    return made
+
+
+#: the newest policies :func:`combine` made (a policy is replaced only when one changes)
+_COMBINED: list[Policy] = []
+
+
+def has_objects(policy: Policy) -> bool:
+    """Whether ``policy`` holds the rules of KartaPolicy objects (:func:`combine` made it)."""
+    return any(p is policy for p in _COMBINED)
 
 
 def within_bounds(
