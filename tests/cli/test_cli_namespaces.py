@@ -122,3 +122,14 @@ def test_explain_names_the_policy_and_rule_of_each_operation(
     ns_said, jobset_said = json.loads(capsys.readouterr().out)
     assert ns_said == [] and {e["rule"] for e in jobset_said} == {"queue"}
     assert {e["policy"] for e in jobset_said} == {str(policy)}
+
+
+def test_the_example_policy_object_gives_the_namespaces_queue(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = JOBSET.parents[3] / "examples" / "kartapolicy.yaml"
+    ns = tmp_path / "ns.yaml"
+    ns.write_text(NAMESPACE)
+    args = ["mutate", "-f", str(JOBSET), "--policy", str(example), "--namespaces", str(ns)]
+    assert main([*args, "-o", "json"]) == 0
+    assert _queues(json.loads(capsys.readouterr().out)) == {"gpu-q"}
