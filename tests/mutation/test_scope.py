@@ -258,3 +258,18 @@ def _response(obj: dict[str, Any], text: str, namespaces: Any) -> dict[str, Any]
     resp = mutate(req, REGISTRY, _policy(text), ENGINE, namespaces).response
     out: dict[str, Any] = json.loads(encode(resp))["response"]
     return out
+
+
+def test_a_decision_is_kept_per_namespace_metadata_and_follows_a_change() -> None:
+    pol = _policy(SELECTED)
+    obj = _jobset()
+    first = narrow(pol, obj, None, "research", RESEARCH)
+    assert narrow(pol, obj, None, "research", RESEARCH) is first  # the same metadata object
+    relabelled = {"research": NamespaceMeta({"team": "infra"})}
+    assert [r.name for r in narrow(pol, obj, None, "research", relabelled).policy.rules] == []
+    assert [r.name for r in first.policy.rules] == ["ml"]
+    # a rule that reads the workload's labels is decided per object
+    by_object = _policy(SELECTED + "  annotations: {t: \"$(workload.labels['tier'])\"}\n")
+    a = narrow(by_object, _jobset(tier="a"), None, "research", RESEARCH)
+    b = narrow(by_object, _jobset(tier="b"), None, "research", RESEARCH)
+    assert a.policy.rules[0].sets["annotations"] != b.policy.rules[0].sets["annotations"]

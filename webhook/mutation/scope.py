@@ -107,9 +107,35 @@ def narrow(
 ) -> Narrowed:
     """``policy`` for ``obj`` (of ``gvk``, in ``namespace``; ``""``: cluster-scoped), with the
     namespaces known (None: none), as the module docstring says."""
-    flags, any_flag, store = _store(policy)
+    flags, any_flag, store, decided = _store(policy)
     if not any_flag:
         return Narrowed(policy, [], [])
+    if decided is None:
+        return _narrow(policy, flags, store, obj, gvk, namespace, namespaces)
+    # No rule reads the workload's own labels or annotations: the answer is the same for
+    # every workload of one kind in one namespace as the watch has it (the namespace's
+    # metadata object is replaced when it changes), so it is kept.
+    ns = namespaces.get(namespace) if namespaces is not None and namespace else None
+    key = (gvk, namespace, id(ns))
+    hit = decided.get(key)
+    if hit is not None and hit[0] is ns:
+        return hit[1]
+    got = _narrow(policy, flags, store, obj, gvk, namespace, namespaces)
+    if len(decided) >= _KEEP:
+        decided.clear()
+    decided[key] = (ns, got)
+    return got
+
+
+def _narrow(
+    policy: Policy,
+    flags: tuple[bool, ...],
+    store: dict[tuple[int, ...], Policy],
+    obj: Mapping[str, Any],
+    gvk: GVK | None,
+    namespace: str,
+    namespaces: Namespaces | None,
+) -> Narrowed:
     warnings: list[str] = []
     failures: list[tuple[str, str]] = []
     meta = obj.get("metadata")
@@ -167,7 +193,8 @@ def _contextual(rule: Rule) -> bool:
     return rule.match.selective or bool(_names(rule))
 
 
-_Store = tuple[tuple[bool, ...], bool, dict[tuple[int, ...], Policy]]
+_Decided = dict[tuple[GVK | None, str, int], tuple["NamespaceMeta | None", Narrowed]]
+_Store = tuple[tuple[bool, ...], bool, dict[tuple[int, ...], Policy], _Decided | None]
 #: by policy (the newest few: a policy is replaced only when it is reloaded), which of its
 #: rules are contextual, and the policies narrowed from it by their rules
 _STORES: list[tuple[Policy, _Store]] = []
@@ -178,7 +205,13 @@ def _store(policy: Policy) -> _Store:
         if p is policy:
             return got
     flags = tuple(_contextual(r) for r in policy.rules)
-    made: _Store = (flags, any(flags), {})
+    # Decisions are kept per kind and namespace when no rule reads the workload's own metadata.
+    by_workload = any(
+        r.match.object_selector is not None or any(v.startswith("workload.") for v in _names(r))
+        for r, f in zip(policy.rules, flags, strict=True)
+        if f
+    )
+    made: _Store = (flags, any(flags), {}, None if by_workload else {})
     _STORES.insert(0, (policy, made))
     del _STORES[4:]
     return made
