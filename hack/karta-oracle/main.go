@@ -13,7 +13,8 @@
 //	 "validator": "NewKartaValidator(...).Validate() error" | null,
 //	 "objects": [{"build": "tree.Build error" | null,
 //	              "phases": [matched statuses] | null,
-//	              "components": [{"name", "instances": [{"id", "replicas", "minReplicas",
+//	              "components": [{"name", "hasPodDefinition",
+//	                              "instances": [{"id", "replicas", "minReplicas",
 //	                              "maxReplicas"}] | null (Build failed),
 //	                              "paths": {"podTemplateSpecPath": {"paths": [{"path": [...],
 //	                                        "null": bool}], "error": str|null}, ...}}]}]}
@@ -77,9 +78,10 @@ type instanceOut struct {
 }
 
 type componentOut struct {
-	Name      string               `json:"name"`
-	Instances []instanceOut        `json:"instances"`
-	Paths     map[string]*pathsOut `json:"paths"`
+	Name             string               `json:"name"`
+	HasPodDefinition bool                 `json:"hasPodDefinition"`
+	Instances        []instanceOut        `json:"instances"`
+	Paths            map[string]*pathsOut `json:"paths"`
 }
 
 type objectOut struct {
@@ -182,6 +184,9 @@ func readObject(karta *v1alpha1.Karta, obj map[string]any) objectOut {
 	runner := execution.NewDefaultRunner(obj)
 	for _, def := range karta.Spec.StructureDefinition.ChildComponents {
 		c := componentOut{Name: def.Name, Paths: map[string]*pathsOut{}}
+		if component, err := factory.GetComponent(def.Name); err == nil {
+			c.HasPodDefinition = component.HasPodDefinition()
+		}
 		if err == nil {
 			c.Instances = instances[def.Name]
 			if c.Instances == nil {
@@ -245,7 +250,8 @@ func paths(ctx context.Context, runner execution.Runner, expr string) *pathsOut 
 	results, err := runner.Evaluate(ctx, query)
 	out := &pathsOut{Paths: []located{}}
 	if err != nil {
-		out.Error = strp(err.Error())
+		// name the definition's expression, not the query wrapped around it
+		out.Error = strp(strings.ReplaceAll(err.Error(), query, expr))
 		return out
 	}
 	for _, r := range results {
