@@ -4,6 +4,7 @@ rules are in docs/policy-bounds.md."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -11,8 +12,10 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers import ENGINE, JOBSET, REGISTRY, load
 from policies import amplified, most_bytes, most_entries
 
+from webhook.admission.handlers import mutate_object
 from webhook.admission.state import State
 from webhook.base import limits
 from webhook.base.errors import InputError
@@ -299,3 +302,21 @@ def test_policy_objects_in_force_together_stay_within_the_bounds(
     assert [str(err) for err in e.value.errors] == [
         "c rules[0] (r0).labels: 300 labels in the rules up to this one, at most 256 in a policy",
     ]
+
+
+def test_a_rendered_annotation_past_the_value_bound_is_never_written() -> None:
+    """``$(instance)`` is counted at 253 bytes at load; an instance id longer than that (only
+    a hostile object has one) renders past the bound, and that value is a mutation failure
+    (warned; ``failureMode`` decides), never written. The other templates get theirs."""
+    obj = load(JOBSET)
+    long_id = "w" * (limits.MAX_ANNOTATION_VALUE_BYTES + 1)
+    obj["spec"]["replicatedJobs"][-1]["name"] = long_id
+    policy = parse_policy({"rules": [rule(annotations={"example.com/id": "$(instance)"})]})
+    m = mutate_object(REGISTRY, policy, obj, ENGINE)
+    assert m is not None
+    written = [op for op in m.ops if "example.com~1id" in op["path"] or "annotations" in op["path"]]
+    assert long_id not in json.dumps(m.ops)
+    assert written  # the leader's template
+    assert [reason for reason, _ in m.failures] == ["invalid_value"]
+    [warning] = [w for w in m.warnings if "example.com/id" in w]
+    assert f"is longer than {limits.MAX_ANNOTATION_VALUE_BYTES:,} bytes; skipped" in warning

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from webhook.base.limits import MAX_ANNOTATION_VALUE_BYTES
+
 # Matched with fullmatch: the whole string, as Go's regexp anchors ^...$ do. Python's `$` also
 # matches before a final newline, which let "trainer\n" pass as a label value the API server
 # then refused (and with it the whole create).
@@ -61,3 +63,13 @@ def scheduler_name_errors(value: str) -> list[str]:
 def priority_class_name_errors(value: str) -> list[str]:
     """A pod's ``priorityClassName``: the API server checks it as a DNS subdomain."""
     return dns_subdomain_errors(value, "priorityClassName")
+
+
+def annotation_value_errors(value: str) -> list[str]:
+    """An annotation value is free text, at most
+    :data:`~webhook.base.limits.MAX_ANNOTATION_VALUE_BYTES` bytes of it (a policy's share of the
+    API server's 256 KiB of annotations per object; docs/policy-bounds.md)."""
+    size = len(value.encode())
+    if size > MAX_ANNOTATION_VALUE_BYTES:
+        return [f"an annotation value of {size:,} bytes, at most {MAX_ANNOTATION_VALUE_BYTES:,}"]
+    return []

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Literal
 
+from webhook.base.limits import MAX_ANNOTATION_VALUE_BYTES
 from webhook.base.names import (
+    annotation_value_errors,
     label_value_errors,
     priority_class_name_errors,
     qualified_name_errors,
@@ -172,7 +174,10 @@ INJECTABLES: tuple[Injectable, ...] = (
         in_metadata=("annotations",),
         fragment=Role.ANNOTATIONS,
         check_key=qualified_name_errors,
-        check_value=None,  # annotation values are free text
+        # free text, bounded in size (a value with variables is bounded at load with each
+        # variable at its longest, and checked again once rendered)
+        check_value=annotation_value_errors,
+        invalid=f"is longer than {MAX_ANNOTATION_VALUE_BYTES:,} bytes",
     ),
     Injectable(
         key="schedulerName",

@@ -40,7 +40,7 @@ from typing import Any
 from webhook.base.documents import read_documents
 from webhook.base.errors import FieldError, InputError
 from webhook.base.limits import INT64_MAX, INT64_MIN, MAX_ANNOTATION_VALUE_BYTES
-from webhook.base.names import label_value_errors, qualified_name_errors
+from webhook.base.names import annotation_value_errors, label_value_errors, qualified_name_errors
 from webhook.karta.fields import INJECTABLES, Injectable
 from webhook.mutation.policy import (
     CONTEXT_VARIABLES,
@@ -147,19 +147,22 @@ def _entries(inj: Injectable, value: Any, where: str, errors: list[FieldError]) 
         if not isinstance(val, str):
             errors.append(FieldError(kwhere, "value must be a string"))
             continue
-        if _check_template(val, kwhere, errors) and inj.check_value:
+        if not _check_template(val, kwhere, errors) or not inj.check_value:
+            pass
+        elif inj.check_value is annotation_value_errors:
+            # free text, bounded in size: rendered with every variable at its longest, so that
+            # the bytes a policy adds hold (a longer rendered value is refused per request)
+            if (size := longest(val)) > MAX_ANNOTATION_VALUE_BYTES:
+                errors.append(
+                    FieldError(
+                        kwhere,
+                        f"value of {size:,} bytes (variables at their longest), at most "
+                        f"{MAX_ANNOTATION_VALUE_BYTES:,}",
+                    )
+                )
+        else:
             for e in inj.check_value(_sample(val)):
                 errors.append(FieldError(kwhere, f"invalid value {val!r}: {e}"))
-        if not inj.check_value and (size := longest(val)) > MAX_ANNOTATION_VALUE_BYTES:
-            # free text (annotations): bounded in size, rendered with every variable at its
-            # longest, so that no rendered value can pass the API server's total alone
-            errors.append(
-                FieldError(
-                    kwhere,
-                    f"value of {size:,} bytes (variables at their longest), at most "
-                    f"{MAX_ANNOTATION_VALUE_BYTES:,}",
-                )
-            )
         out.append((key, val))
     return tuple(out)
 
