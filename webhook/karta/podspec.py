@@ -64,7 +64,11 @@ _ANCHORS: Final[tuple[Role, ...]] = tuple(
 
 def implied_fields(c: Component) -> tuple[Injectable, ...]:
     """The pod-spec policy fields ``c`` places at its implied pod spec: those it has no
-    fragmented path for (none when it implies no pod spec)."""
+    fragmented path for (none when it implies no pod spec; derived once per component)."""
+    return c.derive("implied-fields", _fields, c)
+
+
+def _fields(c: Component) -> tuple[Injectable, ...]:
     if implied_pod_spec(c).expression is None:
         return ()
     return tuple(i for i in IMPLIED if i.fragment is None or not c.exprs.get(i.fragment))

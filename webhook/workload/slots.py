@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.jq.engine import Path_, getpath, pointer
+from webhook.base.jsonpointer import Path_, getpath, pointer
 from webhook.karta.fields import (
     FRAGMENT_INJECTABLES,
     GPU_FRAGMENTS,
@@ -243,20 +243,32 @@ def implied_slots(c: Component, slots: dict[str, Slot]) -> None:
     fragment paths imply (:func:`webhook.karta.podspec.implied_pod_spec`), beside the written
     field that ends in it: where that one is written (its parent exists or is created), they
     are too, by the same rule."""
-    fields = implied_fields(c)
+    anchors, fields = c.derive("implied-slots", _implied_plan, c)
     if not fields:
         return
-    for role in implied_pod_spec(c).anchors:
-        s = slots.get(role_key(role))
+    for key in anchors:
+        s = slots.get(key)
         if s is None:
             continue
         spec = s.path[:-1]
-        here = pointer(spec)
-        for inj in fields:
-            assert inj.in_pod_spec is not None
-            steps = inj.in_pod_spec
-            slots[inj.key] = Slot((*spec, *steps), s.base, s.anchor, here + pointer(steps))
+        here = s.pointer[: s.pointer.rindex("/")]  # the anchor's last token is one key
+        for name, steps, suffix in fields:
+            slots[name] = Slot((*spec, *steps), s.base, s.anchor, here + suffix)
         return
+
+
+def _implied_plan(
+    c: Component,
+) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...], str], ...]]:
+    """The keys of the written fields to place the implied ones by, and each implied field's
+    key, steps below the pod spec and their JSON Pointer (derived once per component)."""
+    anchors = tuple(role_key(r) for r in implied_pod_spec(c).anchors)
+    fields = tuple(
+        (i.key, i.in_pod_spec, pointer(i.in_pod_spec))
+        for i in implied_fields(c)
+        if i.in_pod_spec is not None
+    )
+    return anchors, fields
 
 
 def _fragment(c: Component, role: Role) -> str:
