@@ -42,8 +42,9 @@ of ``direct_paths`` whose head the framer found plain (:attr:`~webhook.server.tr
 HTTP/1.1, a Content-Length, only fields gunicorn neither refuses nor acts on) is answered
 without gunicorn's parser, environ and response objects (:meth:`ThreadWorker._direct`), as
 gunicorn's ``handle_request`` would answer it: the same keep-alive rules, the same head. An
-A/B run through the API server measured that path at a quarter of the server's CPU per
-admission (docs/performance.md).
+A/B run measured that path at 22 % of the server's CPU per request at 150 requests/s and 30 %
+flat out (docs/performance.md). The request threads take complete requests off one queue
+(:class:`RequestThreads`).
 """
 
 from __future__ import annotations
