@@ -275,7 +275,7 @@ def test_chart_metadata() -> None:
 def test_crd_is_the_base_crd() -> None:
     """Helm installs ``crds/`` before anything else and never upgrades or deletes it; the file is
     the base's, byte for byte."""
-    names = ["crd-kartapolicies.yaml", "crd-kartas.yaml"]
+    names = ["crd-kartanamespacepolicies.yaml", "crd-kartapolicies.yaml", "crd-kartas.yaml"]
     assert sorted(p.name for p in (CHART / "crds").iterdir()) == names
     for name in names:
         assert (CHART / "crds" / name).read_bytes() == (MANIFESTS / "base" / name).read_bytes()

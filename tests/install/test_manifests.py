@@ -225,6 +225,7 @@ def test_base_contents(base: list[Obj]) -> None:
             ("Namespace", NS),
             ("CustomResourceDefinition", "kartas.run.ai"),
             ("CustomResourceDefinition", "kartapolicies.policies.karta-webhook.run.ai"),
+            ("CustomResourceDefinition", "kartanamespacepolicies.policies.karta-webhook.run.ai"),
             ("ServiceAccount", APP),
             ("ClusterRole", APP),
             ("ClusterRoleBinding", APP),
@@ -552,6 +553,8 @@ def test_rbac_least_privilege(base: list[Obj]) -> None:
         ("", "namespaces"),
         ("policies.karta-webhook.run.ai", "kartapolicies"),
         ("policies.karta-webhook.run.ai", "kartapolicies/status"),
+        ("policies.karta-webhook.run.ai", "kartanamespacepolicies"),
+        ("policies.karta-webhook.run.ai", "kartanamespacepolicies/status"),
         ("run.ai", "kartas"),
         ("run.ai", "kartas/status"),
         ("apiextensions.k8s.io", "customresourcedefinitions"),
@@ -694,7 +697,14 @@ def test_validating_webhook_for_kartas(base: list[Obj]) -> None:
             "resources": ["kartapolicies"],
             "operations": ["CREATE", "UPDATE"],
             "scope": "Cluster",
-        }
+        },
+        {
+            "apiGroups": ["policies.karta-webhook.run.ai"],
+            "apiVersions": ["v1alpha1"],
+            "resources": ["kartanamespacepolicies"],
+            "operations": ["CREATE", "UPDATE"],
+            "scope": "Namespaced",
+        },
     ]
 
 

@@ -18,7 +18,14 @@ from webhook.admission.review import decode, encode
 from webhook.cli.main import main
 from webhook.mutation.policy import EMPTY
 from webhook.mutation.policyfile import PolicyError, parse_policy
-from webhook.mutation.policyobject import combine, load_policies, parse_policy_object
+from webhook.mutation.policyobject import (
+    cluster_conflicts,
+    cluster_part,
+    combine,
+    load_policies,
+    parse_namespace_policy_object,
+    parse_policy_object,
+)
 
 QUEUE = "kai.scheduler/queue"
 
@@ -165,3 +172,57 @@ def test_the_audit_annotation_names_the_policies_applied() -> None:
     assert got["response"]["auditAnnotations"]["policies"] == "file,team"
     alone = json.loads(encode(mutate(req, REGISTRY, file, ENGINE).response))
     assert "policies" not in alone["response"]["auditAnnotations"]  # the file alone: as before
+
+
+# --------------------------------------------------------------------------- namespaced
+
+
+def _team(namespace: str, name: str, **spec: Any) -> dict[str, Any]:
+    obj = _object(name, **spec)
+    obj["kind"] = "KartaNamespacePolicy"
+    obj["metadata"]["namespace"] = namespace
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("rule", "path", "says"),
+    [
+        ({"name": "t", "schedulerName": "x"}, "spec.rules[0] (t).schedulerName",
+         "may set only labels and annotations"),
+        ({"name": "t", "labels": {"a": "b"}, "overwrite": True}, "spec.rules[0] (t).overwrite",
+         "never overwrites"),
+        ({"name": "t", "labels": {"a": "b"}, "match": {"namespaces": ["other"]}},
+         "spec.rules[0] (t).match.namespaces", "its own namespace"),
+        ({"name": "t", "labels": {"a b": "x"}}, "spec.rules[0] (t).labels['a b']", "invalid key"),
+    ],
+)  # fmt: skip
+def test_a_namespaced_policy_may_set_only_labels_and_annotations_of_its_namespace(
+    rule: dict[str, Any], path: str, says: str
+) -> None:
+    with pytest.raises(PolicyError) as e:
+        parse_namespace_policy_object(_team("research", "t", rules=[rule]))
+    assert any(x.path == path and says in x.message for x in e.value.errors), e.value.errors
+
+
+def test_a_namespaced_policy_applies_in_its_namespace_after_the_cluster_and_changes_nothing_set() -> (
+    None
+):
+    cluster = parse_policy_object(_object("c", rules=[{"name": "q", "labels": {QUEUE: "c"}}]))
+    team = parse_namespace_policy_object(
+        _team("research", "t", rules=[{"name": "r", "labels": {"team": "ml", QUEUE: "mine"}}])
+    )
+    elsewhere = parse_namespace_policy_object(
+        _team("other", "t", rules=[{"name": "r", "labels": {"other": "x"}}])
+    )
+    both = combine(EMPTY, [cluster], [team, elsewhere])
+    assert [r.name for r in both.rules] == ["c/q", "other/t/r", "research/t/r"]
+    obj = yaml.safe_load(JOBSET.read_text())  # in namespace research
+    m = mutate_object(REGISTRY, both, obj, ENGINE)
+    assert m is not None
+    written = {(op["path"].rsplit("/", 1)[-1].replace("~1", "/"), op["value"]) for op in m.ops}
+    assert written == {(QUEUE, "c"), ("team", "ml")}  # the cluster's queue stays; not other's
+    # refused at apply: the key a cluster rule sets
+    [conflict] = cluster_conflicts(team, cluster_part(both), "research")
+    assert conflict.path == f"spec.rules[0] (r).labels['{QUEUE}']"
+    assert "set by the cluster's policy (rule 'c/q')" in conflict.message
+    assert cluster_conflicts(elsewhere, cluster_part(both), "other") == []

@@ -16,11 +16,11 @@ from typing import Any
 from webhook.admission.registry import Registry
 from webhook.admission.review import Request, Response
 from webhook.admission.rulebook import ROOT_KIND, conflicting_karta, of_kind, schema_for
+from webhook.base import jsonpointer
 from webhook.base.errors import FieldError
 from webhook.base.gvk import GVK
 from webhook.base.limits import EVAL_TIMEOUT
 from webhook.base.names import label_value_errors
-from webhook.jq import engine as jqexpr
 from webhook.jq.engine import Engine
 from webhook.karta import model as definitions
 from webhook.karta.model import Karta, is_karta_kind
@@ -30,7 +30,16 @@ from webhook.mutation.plan import Plan, plan
 from webhook.mutation.podadmission import fit_pod
 from webhook.mutation.policy import Policy
 from webhook.mutation.policyfile import PolicyError
-from webhook.mutation.policyobject import has_objects, is_policy_kind, parse_policy_object
+from webhook.mutation.policyobject import (
+    NAMESPACED_KIND,
+    cluster_conflicts,
+    cluster_part,
+    has_objects,
+    is_policy_kind,
+    object_namespace,
+    parse_namespace_policy_object,
+    parse_policy_object,
+)
 from webhook.mutation.scope import Namespaces, Narrowed, contextual, narrow
 from webhook.schema.crds import SchemaIndex
 from webhook.validation.check import Report, check
@@ -275,7 +284,7 @@ def stamp_index_labels(karta_obj: Mapping[str, Any]) -> tuple[list[dict[str, Any
     if not isinstance(labels, Mapping):
         return [{"op": "add", "path": "/metadata/labels", "value": wanted}], warnings
     ops = [
-        {"op": "add", "path": jqexpr.pointer(("metadata", "labels", k)), "value": v}
+        {"op": "add", "path": jsonpointer.pointer(("metadata", "labels", k)), "value": v}
         for k, v in wanted.items()
         if labels.get(k) != v
     ]
@@ -308,9 +317,11 @@ def unchanged_or_leaving(req: Request) -> bool:
     return "spec" in old and obj.get("spec") == old.get("spec")
 
 
-def validate_policy(req: Request) -> Result:
-    """Judge a KartaPolicy on CREATE and on an UPDATE that changes its spec: denied (422, every
-    error at its field path, the policy file's messages) when the server could not use it."""
+def validate_policy(req: Request, policy: Policy | None = None) -> Result:
+    """Judge a KartaPolicy or a KartaNamespacePolicy on CREATE and on an UPDATE that changes
+    its spec: denied (422, every error at its field path, the policy file's messages) when the
+    server could not use it, or when a namespaced one sets a key that a rule of the cluster's
+    policies (``policy``, the one in force: the file's and the KartaPolicies') sets."""
     resp = Response(uid=req.uid)
     gvk = req.object_kind
     kind = gvk.kind if gvk else ""
@@ -318,13 +329,28 @@ def validate_policy(req: Request) -> Result:
         return Result(resp, kind, "skipped")
     if unchanged_or_leaving(req):
         return Result(resp, kind, "skipped")
+    namespaced = gvk is not None and gvk.kind == NAMESPACED_KIND
+    name = _name(req)
+    errors: list[FieldError] = []
     try:
-        parse_policy_object(req.object)
+        if namespaced:
+            namespace = object_namespace(req.object) or req.namespace
+            obj = req.object
+            if not object_namespace(obj) and namespace:  # the request says it on CREATE
+                obj = {**obj, "metadata": {**obj.get("metadata", {}), "namespace": namespace}}
+            team = parse_namespace_policy_object(obj)
+            if policy is not None:
+                errors = cluster_conflicts(team, cluster_part(policy), namespace)
+            name = f"{namespace}/{name}"
+        else:
+            parse_policy_object(req.object)
     except PolicyError as e:
+        errors = e.errors
+    if errors:
         resp.allowed = False
         resp.code, resp.reason = 422, "Invalid"
-        name = _name(req)
-        resp.message = f'KartaPolicy "{name}" is invalid: ' + "; ".join(map(str, e.errors))
+        what = NAMESPACED_KIND if namespaced else "KartaPolicy"
+        resp.message = f'{what} "{name}" is invalid: ' + "; ".join(map(str, errors))
         return Result(resp, kind, "denied")
     return Result(resp, kind, "allowed")
 

@@ -236,7 +236,14 @@ def validating_webhook_configuration(
                 "resources": [policyobject.PLURAL],
                 "operations": ["CREATE", "UPDATE"],
                 "scope": "Cluster",
-            }
+            },
+            {
+                "apiGroups": [policyobject.GROUP],
+                "apiVersions": [policyobject.VERSION],
+                "resources": [policyobject.NAMESPACED_PLURAL],
+                "operations": ["CREATE", "UPDATE"],
+                "scope": "Namespaced",
+            },
         ],
     }
     return _configuration("ValidatingWebhookConfiguration", [hook, policies])

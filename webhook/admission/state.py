@@ -109,6 +109,8 @@ class State:
         self._policy: Policy = EMPTY
         #: the cluster's KartaPolicy objects in force (each a policy named after its object)
         self._cluster_policies: tuple[Policy, ...] = ()
+        #: the KartaNamespacePolicy objects (each named ``<namespace>/<name>``)
+        self._namespaced_policies: tuple[Policy, ...] = ()
         self._stamps: dict[str, tuple[tuple[str, float, int], ...]] = {}
         self.cluster_synced = not watch_cluster
         self.listeners: list[Callable[[Snapshot], None]] = []
@@ -257,6 +259,13 @@ class State:
             self._cluster_policies = tuple(policies)
             self._publish()
 
+    def set_namespaced_policies(self, policies: Iterable[Policy]) -> None:
+        """Replace the cluster's KartaNamespacePolicy objects (all of them); their rules come
+        after the cluster policies' (:func:`~webhook.mutation.policyobject.combine`)."""
+        with self._lock:
+            self._namespaced_policies = tuple(policies)
+            self._publish()
+
     def set_crds(self, crds: SchemaIndex) -> None:
         """Replace the schemas of the cluster's CustomResourceDefinitions (all of them)."""
         with self._lock:
@@ -272,6 +281,7 @@ class State:
             self._cluster_errors,
             self._crds,
             self._cluster_policies,
+            self._namespaced_policies,
         )
 
     def _publish(self) -> None:
@@ -281,7 +291,9 @@ class State:
         ):
             return  # a reload that found every file as it was: nothing to swap or announce
         self._published = parts
-        kept, over = within_bounds(self._policy, self._cluster_policies)
+        kept, over = within_bounds(
+            self._policy, [*self._cluster_policies, *self._namespaced_policies]
+        )
         for name, errors in over.items():  # said at each change: never a silent skip
             why = [str(e) for e in errors]
             log.warning(
@@ -291,7 +303,11 @@ class State:
             )
         snap = Snapshot(
             Registry([*self._file_defs, *self._cluster_defs]),
-            combine(self._policy, kept),
+            combine(
+                self._policy,
+                [p for p in kept if any(p is c for c in self._cluster_policies)],
+                [p for p in kept if any(p is n for n in self._namespaced_policies)],
+            ),
             self._cluster_objects,
             self._cluster_errors,
             self._crds,

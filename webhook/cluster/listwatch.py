@@ -106,6 +106,11 @@ class ListWatch(Daemon, Generic[T]):
     def publish(self) -> None:
         """Called (on this thread, without the lock) after every change to :attr:`items`."""
 
+    def key(self, obj: Mapping[str, Any]) -> str:
+        """What :attr:`items` holds ``obj`` by: its name (a namespaced resource's sync says
+        ``<namespace>/<name>``)."""
+        return object_name(obj)
+
     # -- reading
 
     def snapshot(self) -> dict[str, T]:
@@ -187,7 +192,7 @@ class ListWatch(Daemon, Generic[T]):
                     # reads like the same object from a GET or a watch event.
                     obj.setdefault("kind", kind)
                     obj.setdefault("apiVersion", api_version)
-                name = object_name(obj) if isinstance(obj, dict) else ""
+                name = self.key(obj) if isinstance(obj, dict) else ""
                 if name:
                     value = self.digest(name, obj, before.get(name))
                     if value is not None:
@@ -241,7 +246,7 @@ class ListWatch(Daemon, Generic[T]):
             raise ApiException(status=obj.get("code"), reason=str(obj.get("message")))
         if kind == "BOOKMARK":
             return new_rv
-        name = object_name(obj)
+        name = self.key(obj)
         if not name or kind not in ("ADDED", "MODIFIED", "DELETED"):
             return new_rv
         with self._lock:

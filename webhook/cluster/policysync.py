@@ -33,7 +33,15 @@ from webhook.cluster.lease import LeaseElector
 from webhook.cluster.listwatch import Gone, ListWatch, resource_version
 from webhook.mutation.policy import Policy
 from webhook.mutation.policyfile import PolicyError
-from webhook.mutation.policyobject import GROUP, PLURAL, VERSION, parse_policy_object
+from webhook.mutation.policyobject import (
+    GROUP,
+    NAMESPACED_PLURAL,
+    PLURAL,
+    VERSION,
+    object_namespace,
+    parse_namespace_policy_object,
+    parse_policy_object,
+)
 
 #: how often a missing policy CRD is looked for again
 ABSENT_RETRY_SECONDS = 30.0
@@ -88,15 +96,21 @@ class PolicySync(ListWatch[Seen]):
         if previous is not None and same and _generation(obj) is not None:
             return Seen(obj, previous.policy, previous.errors)  # a status write: same spec
         try:
-            return Seen(obj, parse_policy_object(obj))
+            return Seen(obj, self.parse(obj))
         except PolicyError as e:
             errors = tuple(str(x) for x in e.errors)
             log_event("policy.skipped", logging.WARNING, name=name, errors=list(errors))
             return Seen(obj, None, errors)
 
+    def parse(self, obj: Mapping[str, Any]) -> Policy:
+        return parse_policy_object(obj)
+
+    def hand_over(self, policies: list[Policy]) -> None:
+        self.state.set_policies(policies)
+
     def publish(self) -> None:
         items = self.snapshot()
-        self.state.set_policies(s.policy for s in items.values() if s.policy is not None)
+        self.hand_over([s.policy for s in items.values() if s.policy is not None])
         if self.status is not None:
             self.status.on_change(items)
 
@@ -118,6 +132,29 @@ class PolicySync(ListWatch[Seen]):
         return rv
 
 
+class NamespacePolicySync(PolicySync):
+    """KartaNamespacePolicies, by ``<namespace>/<name>``, across all namespaces."""
+
+    thread_name = "karta-namespace-policies"
+    events = "namespace-policies"
+    item = "namespace-policy"
+
+    def __init__(
+        self, state: State, api: Any, status: PolicyStatus | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(state, api, status, **kwargs)
+        self.plural = NAMESPACED_PLURAL
+
+    def key(self, obj: Mapping[str, Any]) -> str:
+        return f"{object_namespace(obj)}/{super().key(obj)}"
+
+    def parse(self, obj: Mapping[str, Any]) -> Policy:
+        return parse_namespace_policy_object(obj)
+
+    def hand_over(self, policies: list[Policy]) -> None:
+        self.state.set_namespaced_policies(policies)
+
+
 class PolicyStatus(Ticker):
     """Writes the KartaPolicies' ``Accepted`` condition while leading (``elector`` None:
     always); fed by :meth:`PolicySync.publish`."""
@@ -130,6 +167,7 @@ class PolicyStatus(Ticker):
         api: Any,
         *,
         elector: LeaseElector | None,
+        namespaced: bool = False,
         retry_seconds: float = 2.0,
         resync_seconds: float = 300.0,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -137,6 +175,7 @@ class PolicyStatus(Ticker):
         super().__init__(retry_seconds)
         self.api = api
         self.elector = elector
+        self.namespaced = namespaced
         self.resync_seconds = resync_seconds
         self.now = now
         self.writes = 0
@@ -180,7 +219,12 @@ class PolicyStatus(Ticker):
         body: dict[str, Any] = {"status": {"conditions": new}}
         if rv:
             body["metadata"] = {"resourceVersion": rv}
-        path = f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}/status"
+        if self.namespaced:
+            namespace, _, name = name.partition("/")
+            path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{NAMESPACED_PLURAL}/{name}"
+        else:
+            path = f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}"
+        path += "/status"
         try:
             request(self.api, "PATCH", path, body=body, content_type=MERGE_PATCH)
         except ApiException as e:

@@ -33,7 +33,7 @@ from webhook.cluster.keeper import WebhookConfigKeeper
 from webhook.cluster.lease import LeaseElector, NamespaceMissing, namespace_missing
 from webhook.cluster.livesamples import LiveSampler, no_retry_client
 from webhook.cluster.namespaces import NamespaceWatch
-from webhook.cluster.policysync import PolicyStatus, PolicySync
+from webhook.cluster.policysync import NamespacePolicySync, PolicyStatus, PolicySync
 from webhook.jq.engine import Engine
 
 
@@ -69,6 +69,7 @@ class Cluster:
         namespaces: NamespaceWatch | None = None,
         policies: PolicySync | None = None,
         policy_status: PolicyStatus | None = None,
+        namespaced: tuple[NamespacePolicySync, PolicyStatus | None] | None = None,
     ) -> None:
         self.sync = sync
         self.keeper = keeper
@@ -77,6 +78,7 @@ class Cluster:
         self.namespaces = namespaces
         self.policies = policies
         self.policy_status = policy_status
+        self.namespaced = namespaced
 
     def objects(self) -> list[dict[str, Any]]:
         return self.sync.objects()
@@ -86,6 +88,8 @@ class Cluster:
             self.sync, self.crds, self.namespaces, self.policies, self.policy_status,
             self.status, self.keeper,
         ]  # fmt: skip
+        if self.namespaced is not None:
+            jobs.extend(self.namespaced)
         for job in jobs:
             if job is not None:
                 job.stop()
@@ -141,7 +145,21 @@ def start(
     # keeper or the Karta status writer renews the Lease).
     policy_status = PolicyStatus(api, elector=elector) if write_status else None
     policies = PolicySync(state, api, policy_status, resync_seconds=resync_seconds)
-    for job in (keeper, status, policy_status, crds, namespaces, policies, sync):
+    team_status = PolicyStatus(api, elector=elector, namespaced=True) if write_status else None
+    teams = NamespacePolicySync(state, api, team_status, resync_seconds=resync_seconds)
+    for job in (
+        keeper,
+        status,
+        policy_status,
+        team_status,
+        crds,
+        namespaces,
+        policies,
+        teams,
+        sync,
+    ):
         if job is not None:
             job.start()
-    return Cluster(sync, keeper, crds, status, namespaces, policies, policy_status)
+    return Cluster(
+        sync, keeper, crds, status, namespaces, policies, policy_status, (teams, team_status)
+    )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -33,19 +34,133 @@ GROUP = "policies.karta-webhook.run.ai"
 VERSION = "v1alpha1"
 KIND = "KartaPolicy"
 PLURAL = "kartapolicies"
+#: the namespaced variant, for teams (see :func:`parse_namespace_policy_object`)
+NAMESPACED_KIND = "KartaNamespacePolicy"
+NAMESPACED_PLURAL = "kartanamespacepolicies"
+#: what a namespaced policy may set, and what its rules' ``match`` may hold (its namespace is
+#: its own, always)
+NAMESPACED_FIELDS = ("labels", "annotations")
+_NAMESPACED_RULE = {"name", "match", "overwrite", *NAMESPACED_FIELDS}
+_NAMESPACED_MATCH = {"kinds", "components", "instances", "objectSelector"}
 API_VERSION = f"{GROUP}/{VERSION}"
 
 
 def is_policy_kind(gvk: GVK | None) -> bool:
-    return gvk is not None and gvk.group == GROUP and gvk.kind == KIND
+    return gvk is not None and gvk.group == GROUP and gvk.kind in (KIND, NAMESPACED_KIND)
 
 
 def is_policy_object(doc: Any) -> bool:
     return (
         isinstance(doc, Mapping)
-        and doc.get("kind") == KIND
+        and doc.get("kind") in (KIND, NAMESPACED_KIND)
         and (str(doc.get("apiVersion") or "").split("/")[0] == GROUP)
     )
+
+
+def object_namespace(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    ns = meta.get("namespace") if isinstance(meta, Mapping) else None
+    return ns if isinstance(ns, str) else ""
+
+
+def parse_namespace_policy_object(obj: Any, source: str | None = None) -> Policy:
+    """A ``KartaNamespacePolicy``: a team's policy, in force for the workloads of its own
+    namespace only. It may set only labels and annotations (:data:`NAMESPACED_FIELDS`), never
+    with ``overwrite`` (a key already set, by the workload or a cluster policy, stays), and its
+    rules' ``match`` names no namespace (it is its own); ``operations`` and ``failureMode`` are
+    the cluster policies'. Anything else is an error at its field path; the rest is checked as
+    a KartaPolicy's. The policy's ``source`` is ``<namespace>/<name>``."""
+    name = object_name(obj) if isinstance(obj, Mapping) else ""
+    namespace = object_namespace(obj) if isinstance(obj, Mapping) else ""
+    source = source or f'{NAMESPACED_KIND} "{namespace}/{name}"'
+    errors: list[FieldError] = []
+    if not isinstance(obj, Mapping):
+        raise PolicyError(source, [FieldError("", f"a {NAMESPACED_KIND} must be a map")])
+    if not namespace:
+        errors.append(FieldError("metadata.namespace", "required: the namespace it is for"))
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping):
+        errors.extend(_namespaced_limits(spec))
+    as_cluster = {**obj, "kind": KIND}
+    try:
+        policy = parse_policy_object(as_cluster, source)
+    except PolicyError as e:
+        errors.extend(e.errors)
+        raise PolicyError(source, errors) from None
+    if errors:
+        raise PolicyError(source, errors)
+    rules = tuple(
+        dataclasses.replace(r, match=dataclasses.replace(r.match, namespaces=(namespace,)))
+        for r in policy.rules
+    )
+    return dataclasses.replace(policy, rules=rules, source=f"{namespace}/{name}")
+
+
+def _namespaced_limits(spec: Mapping[str, Any]) -> list[FieldError]:
+    """What a namespaced policy may not hold, each at its field path."""
+    errors = []
+    for key in ("operations", "failureMode"):
+        if key in spec:
+            errors.append(
+                FieldError(f"spec.{key}", "a namespaced policy takes the cluster policies'")
+            )
+    rules = spec.get("rules")
+    for i, rule in enumerate(rules if isinstance(rules, list) else []):
+        if not isinstance(rule, Mapping):
+            continue
+        at = f"spec.rules[{i}] ({rule.get('name') or f'#{i}'})"
+        for key in rule:
+            if key not in _NAMESPACED_RULE:
+                errors.append(
+                    FieldError(
+                        f"{at}.{key}",
+                        f"a namespaced policy may set only {' and '.join(NAMESPACED_FIELDS)}",
+                    )
+                )
+        if rule.get("overwrite") is True:
+            errors.append(
+                FieldError(
+                    f"{at}.overwrite",
+                    "a namespaced policy never overwrites: what is set (by the workload or a "
+                    "cluster policy) stays",
+                )
+            )
+        match = rule.get("match")
+        for key in match if isinstance(match, Mapping) else ():
+            if key not in _NAMESPACED_MATCH:
+                errors.append(
+                    FieldError(
+                        f"{at}.match.{key}",
+                        "a namespaced policy matches only the workloads of its own namespace",
+                    )
+                )
+    return errors
+
+
+def cluster_conflicts(team: Policy, cluster: Policy, namespace: str) -> list[FieldError]:
+    """The keys a namespaced policy (``team``, of ``namespace``) sets that a cluster policy
+    rule may set in that namespace: refused at apply, each at its field path (a cluster
+    rule's selectors are not decided here: any rule whose kinds and namespaces could match
+    counts)."""
+    errors = []
+    for i, rule in enumerate(team.rules):
+        name = rule.name.rpartition("/")[2]
+        for field in NAMESPACED_FIELDS:
+            for key, _ in rule.sets.get(field, ()):
+                for theirs in cluster.rules:
+                    m = theirs.match
+                    if m.namespaces and not any(fnmatchcase(namespace, p) for p in m.namespaces):
+                        continue
+                    if any(k == key for k, _ in theirs.sets.get(field, ())):
+                        errors.append(
+                            FieldError(
+                                f"spec.rules[{i}] ({name}).{field}[{key!r}]",
+                                f"set by the cluster's policy (rule {theirs.name!r}): a "
+                                "namespaced policy cannot change it",
+                            )
+                        )
+                        break
+    return errors
 
 
 def object_name(obj: Mapping[str, Any]) -> str:
@@ -86,15 +201,19 @@ def parse_policy_object(obj: Any, source: str | None = None) -> Policy:
     return dataclasses.replace(policy, source=name)
 
 
-def combine(file: Policy, objects: Iterable[Policy]) -> Policy:
+def combine(file: Policy, objects: Iterable[Policy], namespaced: Iterable[Policy] = ()) -> Policy:
     """The policy in force: ``file``'s rules, then each object's (``source``: its name) in
-    name order, as the module docstring says."""
+    name order, then each namespaced policy's (``source``: ``<namespace>/<name>``) in that
+    order, as the module docstring says."""
     ordered = sorted(objects, key=lambda p: p.source)
-    if not ordered:
+    teams = sorted(namespaced, key=lambda p: p.source)
+    if not ordered and not teams:
         return file
+    base = combine(file, ordered) if teams else None
     rules = [*file.rules]
-    for p in ordered:
+    for p in (*ordered, *teams):
         rules.extend(dataclasses.replace(r, name=f"{p.source}/{r.name}") for r in p.rules)
+    ordered = [*ordered, *teams]
     every = (file, *ordered) if file is not EMPTY else tuple(ordered)
     operations = tuple(op for op in OPERATIONS if any(op in p.operations for p in every))
     closed = any(p.failure_mode == "closed" for p in every)
@@ -103,18 +222,25 @@ def combine(file: Policy, objects: Iterable[Policy]) -> Policy:
     made = Policy(
         tuple(rules), f"{head}{KIND} {sources}", operations, "closed" if closed else "open"
     )
-    _COMBINED.insert(0, made)
+    _COMBINED.insert(0, (made, base if base is not None else made))
     del _COMBINED[8:]
     return made
 
 
-#: the newest policies :func:`combine` made (a policy is replaced only when one changes)
-_COMBINED: list[Policy] = []
+#: the newest policies :func:`combine` made (a policy is replaced only when one changes), each
+#: with its cluster part (the file's and the KartaPolicies' rules, without the namespaced ones)
+_COMBINED: list[tuple[Policy, Policy]] = []
 
 
 def has_objects(policy: Policy) -> bool:
-    """Whether ``policy`` holds the rules of KartaPolicy objects (:func:`combine` made it)."""
-    return any(p is policy for p in _COMBINED)
+    """Whether ``policy`` holds the rules of policy objects (:func:`combine` made it)."""
+    return any(p is policy for p, _ in _COMBINED)
+
+
+def cluster_part(policy: Policy) -> Policy:
+    """The rules of ``policy`` that the file and the KartaPolicies give (what a namespaced
+    policy may not change)."""
+    return next((base for p, base in _COMBINED if p is policy), policy)
 
 
 def within_bounds(
@@ -153,6 +279,7 @@ def load_policies(path: Path | str) -> Policy:
     if not any(is_policy_object(doc) for _, doc in docs):
         return load_policy(path)
     policies: list[Policy] = []
+    teams: list[Policy] = []
     errors: list[FieldError] = []
     seen: set[str] = set()
     for source, doc in docs:
@@ -161,8 +288,10 @@ def load_policies(path: Path | str) -> Policy:
                 source,
                 [FieldError("", f"a file of {KIND} objects holds only {KIND} objects")],
             )
+        namespaced = isinstance(doc, Mapping) and doc.get("kind") == NAMESPACED_KIND
+        parse = parse_namespace_policy_object if namespaced else parse_policy_object
         try:
-            p = parse_policy_object(doc, source)
+            p = parse(doc, source)
         except PolicyError as e:  # every object's problems at once, each naming its document
             errors.extend(
                 FieldError(f"{source} {err.path}".strip(), err.message) for err in e.errors
@@ -171,13 +300,22 @@ def load_policies(path: Path | str) -> Policy:
         if p.source in seen:
             raise PolicyError(source, [FieldError("metadata.name", f"{p.source!r} twice")])
         seen.add(p.source)
-        policies.append(p)
+        (teams if namespaced else policies).append(p)
     if errors:
         raise PolicyError(str(path), errors)
-    kept, over = within_bounds(EMPTY, policies)
+    cluster = combine(EMPTY, policies)
+    for p in teams:  # refused at apply: checked here as the validating webhook would
+        namespace = p.source.partition("/")[0]
+        errors.extend(
+            FieldError(f"{p.source} {e.path}", e.message)
+            for e in cluster_conflicts(p, cluster, namespace)
+        )
+    if errors:
+        raise PolicyError(str(path), errors)
+    _, over = within_bounds(EMPTY, [*policies, *teams])
     if over:  # together past a bound of one policy: the file is refused, naming it
         raise PolicyError(
             str(path),
             [FieldError(f"{name} {e.path}", e.message) for name, es in over.items() for e in es],
         )
-    return combine(EMPTY, kept)
+    return combine(EMPTY, policies, teams)

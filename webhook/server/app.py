@@ -138,7 +138,7 @@ def create_app(
 
     def validate_handler(req: admission.Request, snap: Snapshot) -> handlers.Result:
         if is_policy_kind(req.object_kind):  # a policy object: checked at once, no samples
-            return handlers.validate_policy(req)
+            return handlers.validate_policy(req, snap.policy)
         # Waiting longer than this would let the API server's timeout, not our answer, decide.
         wait = max(0.0, WEBHOOK_TIMEOUT_SECONDS - VALIDATE_BUDGET - 1.0)
         # At most VALIDATE_WAITERS request threads wait for a slot; the others are answered

@@ -18,6 +18,7 @@ from hooks import Webhook, configurations, register, start_webhook, unregister, 
 
 QUEUE = "kai.scheduler/queue"
 CRD = kapi.ROOT / "manifests" / "base" / "crd-kartapolicies.yaml"
+TEAM_CRD = kapi.ROOT / "manifests" / "base" / "crd-kartanamespacepolicies.yaml"
 QUEUES = """\
 apiVersion: policies.karta-webhook.run.ai/v1alpha1
 kind: KartaPolicy
@@ -42,8 +43,11 @@ spec:
 
 @pytest.fixture(scope="module")
 def hook(plane: kapi.ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
-    plane.kubectl("apply", "-f", str(CRD))
-    plane.wait_established("kartapolicies.policies.karta-webhook.run.ai")
+    plane.kubectl("apply", "-f", str(CRD), "-f", str(TEAM_CRD))
+    plane.wait_established(
+        "kartapolicies.policies.karta-webhook.run.ai",
+        "kartanamespacepolicies.policies.karta-webhook.run.ai",
+    )
     served = start_webhook(
         tmp_path_factory.mktemp("serve-policy-objects"),
         "rules: []\n",
@@ -57,6 +61,7 @@ def hook(plane: kapi.ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> 
         yield served
     finally:
         plane.kubectl("delete", "kartapolicies", "--all", "--wait=true", check=False)
+        plane.kubectl("delete", "kartanamespacepolicies", "--all", "-A", "--wait=true", check=False)
         unregister(plane)
         served.stop()
 
@@ -68,7 +73,7 @@ def _namespace(plane: kapi.ControlPlane, queue: str) -> str:
     return name
 
 
-def _queue(plane: kapi.ControlPlane, namespace: str) -> str | None:
+def _labels(plane: kapi.ControlPlane, namespace: str) -> dict[str, str]:
     body: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -85,9 +90,13 @@ def _queue(plane: kapi.ControlPlane, namespace: str) -> str | None:
         "POST", f"/apis/apps/v1/namespaces/{namespace}/deployments?dryRun=All", body
     )
     if status != 201:
-        return None
-    got = out["spec"]["template"]["metadata"].get("labels", {}).get(QUEUE)
-    return str(got) if got else None
+        return {}
+    got: dict[str, str] = out["spec"]["template"]["metadata"].get("labels", {})
+    return got
+
+
+def _queue(plane: kapi.ControlPlane, namespace: str) -> str | None:
+    return _labels(plane, namespace).get(QUEUE)
 
 
 def _latency(what: str, ok: Any) -> None:
@@ -157,3 +166,47 @@ def test_the_accepted_condition_says_why_a_stored_policy_is_not_in_force(
         "False",
     ]
     plane.kubectl("delete", "kartapolicy", "queues")
+
+
+TEAM = """\
+apiVersion: policies.karta-webhook.run.ai/v1alpha1
+kind: KartaNamespacePolicy
+metadata: {name: team, namespace: NS}
+spec:
+  rules:
+  - name: r
+    labels: {example.com/team: ml}
+"""
+
+
+def test_a_namespaced_policy_adds_to_its_namespace_and_cannot_change_a_cluster_field(
+    plane: kapi.ControlPlane, hook: Webhook
+) -> None:
+    alpha, beta = _namespace(plane, "alpha"), _namespace(plane, "beta")
+    plane.kubectl("apply", "-f", "-", input=QUEUES)
+    plane.kubectl("apply", "-f", "-", input=TEAM.replace("NS", alpha))
+    wait_until(
+        "the team's label in force in its namespace",
+        lambda: _labels(plane, alpha).get("example.com/team") == "ml",
+    )
+    assert _labels(plane, alpha)[QUEUE] == "alpha"  # the cluster's queue, beside the team's
+    assert "example.com/team" not in _labels(plane, beta)  # its namespace only
+    # the queue is the cluster policy's: refused at apply, naming the field
+    over = (
+        TEAM.replace("NS", alpha)
+        .replace("name: team,", "name: over,")
+        .replace("example.com/team: ml", "kai.scheduler/queue: mine")
+    )
+    out = plane.kubectl("apply", "-f", "-", input=over, check=False)
+    assert out.returncode != 0
+    assert "spec.rules[0] (r).labels['kai.scheduler/queue']" in out.stderr, out.stderr
+    assert "set by the cluster's policy (rule 'queues/queue')" in out.stderr
+    wider = (
+        TEAM.replace("NS", alpha)
+        .replace("name: team,", "name: wider,")
+        .replace("labels: {example.com/team: ml}", "schedulerName: mine")
+    )
+    out = plane.kubectl("apply", "-f", "-", input=wider, check=False)
+    assert out.returncode != 0 and "may set only labels and annotations" in out.stderr
+    plane.kubectl("delete", "kartapolicy", "queues")
+    plane.kubectl("delete", "kartanamespacepolicy", "team", "-n", alpha)
