@@ -95,6 +95,10 @@ def check(
     real = c.checked - c.synthesised
     c.found.errors.extend(carry.declined_errors(karta))
     if not c.found.errors and (fields := carry.summary(karta)) is not None:
+        if c.unfit:
+            fields += (
+                f"; not in the schema at the implied pod spec (pruned there): {', '.join(c.unfit)}"
+            )
         c.notes.append(fields)
     return Report(
         source, karta.name, gvk, c.found.errors, c.found.warnings, real, c.notes, c.synthesised
@@ -103,6 +107,9 @@ def check(
 
 class _Checker(SampleRules, WriteRules):
     """The checks of one definition, run in order by :meth:`run`."""
+
+    #: implied pod-spec fields the schema has no place for (set by :meth:`against_schema`)
+    unfit: tuple[str, ...] = ()
 
     def run(self, samples: Sequence[Sample]) -> None:
         structure = check_structure(self.k)
@@ -132,7 +139,10 @@ class _Checker(SampleRules, WriteRules):
         live = [f for f in fields if self.used(f)]
         found = check_fields(live, self.schema, self.gvk.kind, lambda: builtin_schema(_POD))
         self.found.errors.extend(found.errors)
-        self.found.errors.extend(check_implied(self.k, self.schema, self.gvk.kind).errors)
+        implied = check_implied(self.k, self.schema, self.gvk.kind)
+        for w in implied.warnings:
+            self.warn(w)
+        self.unfit = tuple(dict.fromkeys(implied.unfit))
         for w in found.warnings:
             self.warn(w)
         self.deferred = found.deferred

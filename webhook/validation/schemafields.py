@@ -80,6 +80,8 @@ class SchemaFindings:
     pod_spec_paths: list[str] = field(default_factory=list)
     #: plain ``instanceIdPath`` s the schema does not refuse (synthesis gives them ids)
     id_paths: list[str] = field(default_factory=list)
+    #: implied pod-spec fields the schema has no place for (:func:`check_implied`)
+    unfit: list[str] = field(default_factory=list)
 
 
 def check_fields(
@@ -154,12 +156,13 @@ _IMPLIED_SHAPES: Final[Mapping[str, Shape]] = {
 
 def check_implied(karta: Karta, schema: Schema, kind: str) -> SchemaFindings:
     """Judge the pod-spec fields each fragmented component's implied pod spec gets
-    (:func:`webhook.karta.podspec.implied_fields`: ``nodeSelector``, ``tolerations``, ...) against the root kind's
-    schema: where the schema has no such field at that object, or one of another type, the
-    inference is wrong for the kind and writing there would be pruned or refused by the API
-    server: an error at the component's ``fragmentedPodSpecDefinition``, unless the definition
-    names the field in its refused-pod-fields annotation. Only plain objects are judged (the
-    others depend on the data: not judged)."""
+    (:func:`webhook.karta.podspec.implied_fields`: ``nodeSelector``, ``tolerations``, …)
+    against the root kind's schema. Where the schema has no such field at that object (or one
+    of another type) the inference does not fit this schema: a warning naming the field and
+    the object (the API server would prune what is written there), with the way to leave it
+    out: the refused-pod-fields annotation. Never an error: an inference the author did not
+    write must not cost the whole definition (in a cluster whose CRD is older, every field of
+    the kind). Only plain objects are judged (the others depend on the data)."""
     out = SchemaFindings()
     left_out = declined(karta)
     for c in karta.components:
@@ -176,12 +179,11 @@ def check_implied(karta: Karta, schema: Schema, kind: str) -> SchemaFindings:
                 continue
             result = check_expression(schema, expr, shape=_IMPLIED_SHAPES.get(inj.key))
             for message in result.errors:
-                out.errors.append(
-                    FieldError(
-                        where,
-                        f"its paths imply the pod spec {implied.expression!r}, where {inj.key} "
-                        f"would be written, but {message} (the {kind} schema); name "
-                        f"{inj.key} in the annotation {REFUSED_ANNOTATION} to leave it out",
-                    )
+                out.warnings.append(
+                    f"{where}: its paths imply the pod spec {implied.expression!r}, where "
+                    f"{inj.key} would be written, but {message} (the {kind} schema): the API "
+                    f"server would prune it; name {inj.key} in the annotation "
+                    f"{REFUSED_ANNOTATION} to leave it out"
                 )
+                out.unfit.append(inj.key)
     return out
