@@ -49,7 +49,7 @@ LAYERS = [
     ("webhook.mutation", "webhook.validation"),
     ("webhook.workload", "webhook.schema"),
     ("webhook.karta",),
-    ("webhook.jq.engine", "webhook.jq.sandbox", "webhook.jq.memo"),
+    ("webhook.jq.engine", "webhook.jq.sandbox"),
     ("webhook.jq.native",),
     ("webhook.jq.paths",),
     ("webhook.jq.syntax", "webhook.jq"),

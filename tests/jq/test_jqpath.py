@@ -13,6 +13,7 @@ from typing import Any
 import jq
 import pytest
 
+from webhook.base.jsonpointer import to_pointer
 from webhook.jq.paths import (
     Index,
     Iterate,
@@ -21,7 +22,6 @@ from webhook.jq.paths import (
     WalkError,
     parse_plain,
     segments,
-    to_pointer,
     walk,
     walk_objects,
     walk_shared,

@@ -28,11 +28,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY as METRICS
 
+from webhook.base import jsonpointer
 from webhook.base.documents import read_documents
 from webhook.base.gvk import GVK
 from webhook.base.limits import POINTER_CACHE_BYTES
-from webhook.jq import engine as jqexpr
-from webhook.jq import paths as jqpath
 from webhook.karta.fields import INJECTABLES
 from webhook.karta.loading import load_definition
 from webhook.mutation.plan import plan
@@ -148,12 +147,13 @@ def test_odd_milvus_objects_resolve_the_same_with_the_shortcut(
 
 def test_pointers_are_memoised_right_and_bounded() -> None:
     for path in [("a", "b~c", "d/e", 0), ("spec", "x", 12), (), ("~", "/")]:
-        assert jqexpr.pointer(path) == jqpath.to_pointer(path)
-        assert jqexpr.pointer(list(path)) == jqpath.to_pointer(path)  # a list key works too
-        assert jqexpr.pointer(path) == jqpath.to_pointer(path)  # and the memoised answer
+        assert jsonpointer.pointer(path) == jsonpointer.to_pointer(path)
+        # a list key works too
+        assert jsonpointer.pointer(list(path)) == jsonpointer.to_pointer(path)
+        assert jsonpointer.pointer(path) == jsonpointer.to_pointer(path)  # and the memoised answer
     for i in range(POINTER_CACHE_BYTES // 20 + 100):  # more than the memo holds
-        jqexpr.pointer(("attacker", f"key-{i:08d}"))
-    memo = jqexpr._pointers
+        jsonpointer.pointer(("attacker", f"key-{i:08d}"))
+    memo = jsonpointer._pointers
     assert 0 < memo.bytes <= POINTER_CACHE_BYTES
     assert sum(len(v) for v in memo.data.values()) == memo.bytes
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from webhook.base.jsonpointer import getpath
 from webhook.cluster.reads import Cluster, ClusterError, NotFound
-from webhook.jq.engine import Engine, getpath
+from webhook.jq.engine import Engine
 from webhook.karta.fields import Role
 from webhook.karta.model import Component, Karta
 from webhook.workload.model import Instance, Workload

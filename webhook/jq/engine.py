@@ -24,24 +24,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from webhook.base.jsonpointer import PathToken, getpath
 from webhook.base.limits import (
     COMPILE_TIMEOUT,
     EVAL_TIMEOUT,
     MAX_EXPRESSION_BYTES,
     MAX_RESULTS,
     PLAIN_CACHE_BYTES,
-    POINTER_CACHE_BYTES,
-    POINTER_CACHE_KEY,
 )
+from webhook.base.memo import Memo
 from webhook.jq import paths as jqpath
-from webhook.jq.memo import Memo
 from webhook.jq.native import evaluate as jqnative
 from webhook.jq.native.evaluate import JqError, LimitError, NeedsLibjq, Program
-from webhook.jq.paths import PathToken, Step
+from webhook.jq.paths import Step
 from webhook.jq.sandbox import Reply, Sandbox
 
 Mode = Literal["paths", "values", "compile"]
-Path_ = tuple[PathToken, ...]
 
 ITERATE_NULL = "Cannot iterate over null"
 
@@ -49,12 +47,9 @@ __all__ = [
     "Engine",
     "Mode",
     "Outcome",
-    "Path_",
     "Prepared",
-    "getpath",
     "key_chain",
     "plain",
-    "pointer",
     "prepare",
 ]
 
@@ -127,48 +122,6 @@ def native(expr: str) -> Program | None:
         box = (jqnative.compile(expr),)
         _native_cache.put(expr, box)
     return box[0]
-
-
-def getpath(obj: Any, path: Sequence[PathToken]) -> Any:
-    """The value at a location, or None where any step is missing (jq ``getpath``)."""
-    cur = obj
-    for tok in path:
-        if isinstance(cur, dict) and isinstance(tok, str):
-            cur = cur.get(tok)
-        elif isinstance(cur, list) and isinstance(tok, int) and 0 <= tok < len(cur):
-            cur = cur[tok]
-        else:
-            return None
-    return cur
-
-
-_escaped: Memo[str, str] = Memo(POINTER_CACHE_BYTES, POINTER_CACHE_KEY)
-#: Whole pointers by location: the same definitions meet objects of the same shapes, so the
-#: same locations come back on every request. Bounded like the keys (by pointer length).
-_pointers: Memo[tuple[PathToken, ...], str] = Memo(POINTER_CACHE_BYTES, POINTER_CACHE_KEY)
-
-
-def pointer(path: Sequence[PathToken]) -> str:
-    """RFC 6901 JSON Pointer of a location (``~`` → ``~0``, ``/`` → ``~1``). Same result as
-    :func:`jqpath.to_pointer`, memoised by location (and escaped keys by key)."""
-    key = path if isinstance(path, tuple) else tuple(path)
-    done = _pointers.data.get(key)
-    if done is not None:
-        return done
-    parts = []
-    memo = _escaped.data
-    for t in key:
-        if isinstance(t, int):
-            parts.append(str(t))
-            continue
-        esc = memo.get(t)
-        if esc is None:
-            esc = jqpath.escape(t)
-            _escaped.put(t, esc)
-        parts.append(esc)
-    done = "/" + "/".join(parts) if parts else ""
-    _pointers.put(key, done, len(done))
-    return done
 
 
 def _native(

@@ -5,7 +5,8 @@ libjq re-parses the whole object for every call, which dominates admission laten
 :func:`parse_plain` recognises plain paths and :func:`walk` evaluates them on the already
 decoded object in place. Results and error messages are those of libjq's ``path(EXPR)``
 (libjq 1.8, as bundled with the ``jq`` Python package), checked against libjq by
-``tests/jq/test_jqpath.py``. :func:`to_pointer` turns a jq path into an RFC 6901 JSON Pointer.
+``tests/jq/test_jqpath.py``. A path it gives is a location
+(:data:`webhook.base.jsonpointer.Path_`); JSON Pointers of locations are :mod:`webhook.base.jsonpointer`'s.
 
 No libjq import here: this module must be usable where libjq is only available in a sandboxed
 child process.
@@ -19,18 +20,17 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
+from webhook.base.jsonpointer import PathToken
 from webhook.jq.syntax import FIELD, NUMBER, OP, STRING, TokenizeError, tokenize
 
 __all__ = [
     "Index",
     "Iterate",
     "Key",
-    "PathToken",
     "Step",
     "WalkError",
     "parse_plain",
     "segments",
-    "to_pointer",
     "walk",
     "walk_objects",
     "walk_shared",
@@ -57,7 +57,6 @@ class Iterate:
 
 
 Step = Key | Index | Iterate
-PathToken = str | int
 
 #: Larger indices go to libjq: it converts them through a double and a C ``int``.
 _MAX_PLAIN_INDEX: Final = 2**31 - 1
@@ -361,14 +360,3 @@ def _trunc(text: str) -> str:
     while cut > 0 and (raw[cut] & 0xC0) == 0x80:
         cut -= 1
     return raw[:cut].decode() + "..." + closer
-
-
-def escape(token: str) -> str:
-    """One key as a JSON Pointer reference token (RFC 6901): ``~`` → ``~0``, ``/`` → ``~1``.
-    The one place this escape is written (:func:`webhook.jq.engine.pointer` memoises it)."""
-    return token.replace("~", "~0").replace("/", "~1")
-
-
-def to_pointer(path_tokens: Sequence[PathToken]) -> str:
-    """RFC 6901 JSON Pointer of a jq path (``()`` → ``""``)."""
-    return "".join("/" + (str(t) if isinstance(t, int) else escape(t)) for t in path_tokens)

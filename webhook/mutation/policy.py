@@ -17,6 +17,7 @@ from typing import Any
 from webhook.base.derived import Derives
 from webhook.base.errors import FieldError
 from webhook.base.gvk import GVK
+from webhook.base.jsonpointer import pointer
 from webhook.base.limits import (
     MAX_ANNOTATION_VALUE_BYTES,
     MAX_POLICY_ADDED_BYTES,
@@ -26,7 +27,6 @@ from webhook.base.limits import (
     VARIABLE_BYTES,
 )
 from webhook.base.names import DNS_SUBDOMAIN_MAX, LABEL_VALUE_MAX
-from webhook.jq.engine import pointer
 from webhook.karta.fields import INJECTABLES, Injectable
 from webhook.mutation.selectors import Selector
 

@@ -9,8 +9,9 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.base.jsonpointer import pointer
 from webhook.base.reader import type_name
-from webhook.jq.engine import Outcome, pointer
+from webhook.jq.engine import Outcome
 from webhook.karta.fields import FRAGMENTED, Role
 from webhook.karta.locations import as_count, creatable, instance_depths, parent_object
 from webhook.karta.model import JqField

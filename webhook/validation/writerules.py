@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.base.jsonpointer import Path_, pointer
 from webhook.jq import regexsafe
-from webhook.jq.engine import Outcome, Path_, plain, pointer
+from webhook.jq.engine import Outcome, plain
 from webhook.karta.fields import FRAGMENTED, INJECTABLES, Mode, Role
 from webhook.karta.model import JqField, jq_fields
 from webhook.validation import targets as writes

@@ -16,15 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from webhook.jq.engine import (
-    Engine,
-    Outcome,
-    Path_,
-    Prepared,
-    key_chain,
-    pointer,
-    prepare,
-)
+from webhook.base.jsonpointer import Path_, pointer
+from webhook.jq.engine import Engine, Outcome, Prepared, key_chain, prepare
 from webhook.jq.paths import chain_expression
 from webhook.karta.fields import (
     COMPONENT_FIELDS,

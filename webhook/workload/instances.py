@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.base.gvk import GVK
+from webhook.base.jsonpointer import Path_
 from webhook.base.reader import type_name
-from webhook.jq.engine import Outcome, Path_
+from webhook.jq.engine import Outcome
 from webhook.karta.fields import Role
 from webhook.karta.locations import as_count
 from webhook.karta.model import Component, Karta

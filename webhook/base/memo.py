@@ -1,14 +1,14 @@
-"""A memo bounded in bytes, for what the engine keeps between requests (an expression's plain
-path or native program, a location's JSON Pointer): its keys come from definitions and objects.
+"""A memo bounded in bytes, for what is kept between requests (an expression's plain path or
+native program in the jq engine, a location's JSON Pointer): its keys come from definitions and
+objects.
 """
 
 from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from webhook.jq.paths import PathToken
-
-K = TypeVar("K", str, tuple[PathToken, ...])
+#: keys: text (an expression), or a location (:data:`webhook.base.jsonpointer.Path_`)
+K = TypeVar("K", str, tuple[str | int, ...])
 V = TypeVar("V")
 
 
