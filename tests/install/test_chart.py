@@ -486,6 +486,16 @@ def _metrics_rule(objs: list[Obj]) -> list[Obj]:
     return [r for r in rules if any(p["port"] == "metrics" for p in r["ports"])]
 
 
+def _check_policy_objects(objs: list[Obj]) -> None:
+    """A KartaPolicy per entry, a hook after the webhook serves, that the server would take."""
+    from webhook.mutation.policyobject import parse_policy_object
+
+    [obj] = [o for o in objs if o["kind"] == "KartaPolicy"]
+    assert obj["metadata"]["name"] == "queues"
+    assert obj["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    assert [r.name for r in parse_policy_object(obj).rules] == ["q"]
+
+
 #: (id, values, what the rendered objects must show). One case per value.
 TOGGLES: list[tuple[str, Obj, Callable[[list[Obj]], object]]] = [
     (
@@ -566,6 +576,11 @@ TOGGLES: list[tuple[str, Obj, Callable[[list[Obj]], object]]] = [
         _check_catalog,
     ),
     ("installCatalog", {"installCatalog": True}, _check_install_catalog),
+    (
+        "policyObjects",
+        {"policyObjects": {"queues": {"rules": [{"name": "q", "labels": {"a": "b"}}]}}},
+        _check_policy_objects,
+    ),
     (
         "installCatalog off",
         {},
