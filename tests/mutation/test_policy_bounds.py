@@ -320,3 +320,43 @@ def test_a_rendered_annotation_past_the_value_bound_is_never_written() -> None:
     assert [reason for reason, _ in m.failures] == ["invalid_value"]
     [warning] = [w for w in m.warnings if "example.com/id" in w]
     assert f"is longer than {limits.MAX_ANNOTATION_VALUE_BYTES:,} bytes; skipped" in warning
+
+
+def test_what_a_rules_match_lists_is_bounded(tmp_path: Path) -> None:
+    """Each value a match lists is tried on every request (an instance pattern on every
+    template): bounded in a rule and over the rules, counted as written, selectors included,
+    so aliases cannot make each request try millions of patterns."""
+    n = limits.MAX_MATCH_VALUES
+    fits = rule(labels={"a": "b"}, match={"namespaces": [f"team-{i}" for i in range(n)]})
+    assert parse_policy({"rules": [fits]})
+    over = rule(labels={"a": "b"}, match={"namespaces": [f"team-{i}" for i in range(n + 1)]})
+    assert errors_of({"rules": [over]}) == [
+        f"rules[0] (r).match: {n + 1} values, at most {n} in a rule's match"
+    ]
+    expression = {"key": "team", "operator": "In", "values": [f"t{i}" for i in range(n + 1)]}
+    selector = rule(
+        labels={"a": "b"}, match={"namespaceSelector": {"matchExpressions": [expression]}}
+    )
+    assert errors_of({"rules": [selector]}) == [
+        f"rules[0] (r).match: {n + 1} values, at most {n} in a rule's match"
+    ]
+    globs = ", ".join(f"'ns-{i}-*'" for i in range(60))
+    lines = ["rules:", "- name: r0", "  labels: {a: b}", f"  match: {{namespaces: &N [{globs}]}}"]
+    lines += [
+        f"- {{name: r{i}, labels: {{a: b}}, match: {{namespaces: *N}}}}" for i in range(1, 200)
+    ]
+    f = tmp_path / "policy.yaml"
+    f.write_text("\n".join(lines) + "\n")
+    with pytest.raises(PolicyError) as e:
+        load_policy(f)
+    assert [str(err) for err in e.value.errors] == [
+        "rules[8] (r8).match: 540 values in the matches of the rules up to this one, at most "
+        "512 in a policy"
+    ]
+    # rules already read (a policy object's after the file's) are counted alike
+    one = parse_policy({"rules": [fits]})
+    assert bounds_errors(one.rules * 8) == []
+    assert [str(e) for e in bounds_errors(one.rules * 9)] == [
+        "rules[8] (r).match: 576 values in the matches of the rules up to this one, at most "
+        "512 in a policy"
+    ]

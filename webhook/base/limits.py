@@ -138,6 +138,11 @@ MAX_POLICY_ENTRIES: Final = {
     "nodeSelector": 64,
     "tolerations": 64,
 }
+#: Values a rule's ``match`` lists (each kind, namespace, component and instance pattern, each
+#: selector label and expression value), in one rule and over the rules: each is tried on
+#: every request (an instance pattern on every pod template).
+MAX_MATCH_VALUES: Final = 64
+MAX_POLICY_MATCH_VALUES: Final = 512
 #: Bytes of one annotation value, as written and as rendered (label values, names and keys
 #: have the API server's own, shorter bounds).
 MAX_ANNOTATION_VALUE_BYTES: Final = 4096

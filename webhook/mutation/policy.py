@@ -20,8 +20,10 @@ from webhook.base.gvk import GVK
 from webhook.base.jsonpointer import pointer
 from webhook.base.limits import (
     MAX_ANNOTATION_VALUE_BYTES,
+    MAX_MATCH_VALUES,
     MAX_POLICY_ADDED_BYTES,
     MAX_POLICY_ENTRIES,
+    MAX_POLICY_MATCH_VALUES,
     MAX_POLICY_RULES,
     MAX_RULE_SETTINGS,
     VARIABLE_BYTES,
@@ -351,6 +353,8 @@ class Tally:
         self.entries = dict.fromkeys(MAX_POLICY_ENTRIES, 0)
         #: bytes the rules so far may add to one pod template
         self.added = 0
+        #: values the rules' matches list so far
+        self.matching = 0
 
     @staticmethod
     def rules(n: int) -> list[FieldError]:
@@ -402,13 +406,35 @@ class Tally:
 
     def copy(self) -> Tally:
         out = Tally()
-        out.entries, out.added = dict(self.entries), self.added
+        out.entries, out.added, out.matching = dict(self.entries), self.added, self.matching
         return out
+
+    def match(self, where: str, n: int) -> list[FieldError]:
+        """The values one rule's ``match`` lists (``n``, as the document holds them, before any
+        is checked): at most :data:`~webhook.base.limits.MAX_MATCH_VALUES` in the rule and
+        :data:`~webhook.base.limits.MAX_POLICY_MATCH_VALUES` over the rules."""
+        if n > MAX_MATCH_VALUES:
+            return [FieldError(where, f"{n} values, at most {MAX_MATCH_VALUES} in a rule's match")]
+        self.matching += n
+        if self.matching > MAX_POLICY_MATCH_VALUES:
+            return [
+                FieldError(
+                    where,
+                    f"{self.matching} values in the matches of the rules up to this one, at "
+                    f"most {MAX_POLICY_MATCH_VALUES} in a policy",
+                )
+            ]
+        return []
 
     def add(self, where: str, rule: Rule) -> list[FieldError]:
         """A rule already read (say a policy object's, put after the file's rules): its
         settings counted as :meth:`rule` counts a document's, then its bytes."""
         over = self.rule(where, {inj.key: len(settings) for inj, settings in rule.settings})
+        m = rule.match
+        selectors = (m.namespace_selector, m.object_selector)
+        matching = len(m.kinds) + len(m.namespaces) + len(m.components) + len(m.instances)
+        matching += sum(max(1, len(r.values)) for s in selectors if s for r in s.requirements)
+        over = over or self.match(f"{where}.match", matching)
         return over or self.bytes(where, rule)
 
 

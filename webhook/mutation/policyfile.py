@@ -297,6 +297,24 @@ def _count(value: Any) -> int:
     return len(value) if isinstance(value, dict | list) else int(value is not None)
 
 
+def _match_count(m: Any) -> int:
+    """Values a rule's ``match`` lists as written: each kind, namespace, component and
+    instance pattern; each selector label, and each expression's values (one at least), as
+    :meth:`~webhook.mutation.policy.Tally.add` counts a match already read."""
+    if not isinstance(m, dict):
+        return 0
+    n = sum(_count(m.get(k)) for k in ("kinds", "namespaces", "components", "instances"))
+    for key in ("namespaceSelector", "objectSelector"):
+        sel = m.get(key)
+        if not isinstance(sel, dict):
+            continue
+        n += _count(sel.get("matchLabels"))
+        exprs = sel.get("matchExpressions")
+        for e in exprs if isinstance(exprs, list) else ():
+            n += max(1, _count(e.get("values")) if isinstance(e, dict) else 0)
+    return n
+
+
 def _rule(
     raw: dict[Any, Any], i: int, seen: set[str], errors: list[FieldError], tally: Tally
 ) -> Rule | None:
@@ -321,6 +339,7 @@ def _rule(
                 )
             )
     over = tally.rule(base, {inj.key: _count(raw.get(inj.key)) for inj in INJECTABLES})
+    over = over or tally.match(f"{base}.match", _match_count(raw.get("match")))
     if over:
         errors.extend(over)
         return None
