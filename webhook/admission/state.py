@@ -111,6 +111,9 @@ class State:
         self._cluster_policies: tuple[Policy, ...] = ()
         #: the KartaNamespacePolicy objects (each named ``<namespace>/<name>``)
         self._namespaced_policies: tuple[Policy, ...] = ()
+        #: the policy objects left out of the policy in force, past a bound together with the
+        #: others (by ``source``: a KartaPolicy's name, ``<namespace>/<name>``), with why
+        self.policies_over: dict[str, tuple[str, ...]] = {}
         self._stamps: dict[str, tuple[tuple[str, float, int], ...]] = {}
         self.cluster_synced = not watch_cluster
         self.listeners: list[Callable[[Snapshot], None]] = []
@@ -294,6 +297,7 @@ class State:
         kept, over = within_bounds(
             self._policy, [*self._cluster_policies, *self._namespaced_policies]
         )
+        self.policies_over = {name: tuple(str(e) for e in es) for name, es in over.items()}
         for name, errors in over.items():  # said at each change: never a silent skip
             why = [str(e) for e in errors]
             log.warning(

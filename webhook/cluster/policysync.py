@@ -63,8 +63,16 @@ def _generation(obj: Mapping[str, Any]) -> int | None:
     return g if isinstance(g, int) and not isinstance(g, bool) else None
 
 
-def accepted(seen: Seen) -> conditions.Condition:
-    """The ``Accepted`` condition of one object."""
+def accepted(seen: Seen, over: tuple[str, ...] = ()) -> conditions.Condition:
+    """The ``Accepted`` condition of one object; ``over``: why it is left out of the policy in
+    force, past a bound of one policy together with the others (issue 39)."""
+    if seen.policy is not None and over:
+        message = "not in force, past a bound together with the policies before it: " + (
+            "; ".join(over)
+        )
+        if len(message) > STATUS_MESSAGE_CHARS:
+            message = message[: STATUS_MESSAGE_CHARS - 3] + "..."
+        return conditions.Condition(ACCEPTED, False, "OverBounds", message)
     if seen.policy is not None:
         n = len(seen.policy.rules)
         return conditions.Condition(ACCEPTED, True, "Accepted", f"in force: {n} rules")
@@ -112,7 +120,7 @@ class PolicySync(ListWatch[Seen]):
         items = self.snapshot()
         self.hand_over([s.policy for s in items.values() if s.policy is not None])
         if self.status is not None:
-            self.status.on_change(items)
+            self.status.on_change(items, dict(self.state.policies_over))
 
     def relist(self) -> str:
         try:
@@ -180,13 +188,17 @@ class PolicyStatus(Ticker):
         self.now = now
         self.writes = 0
         self._items: dict[str, Seen] = {}
+        self._over: dict[str, tuple[str, ...]] = {}
         self._was_leader = False
         self._last_pass = 0.0
         self._patched_from: dict[str, str] = {}
         self.failed: dict[str, str] = {}
 
-    def on_change(self, items: dict[str, Seen]) -> None:
+    def on_change(
+        self, items: dict[str, Seen], over: dict[str, tuple[str, ...]] | None = None
+    ) -> None:
         self._items = items
+        self._over = over or {}
         self._dirty = True
         self._wake.set()
 
@@ -207,10 +219,11 @@ class PolicyStatus(Ticker):
                 continue  # our patch is on its way back through the watch
             generation = _generation(seen.obj)
             current = conditions.current_conditions(seen.obj)
-            new = conditions.merged(current, [accepted(seen)], generation, now)
+            want = accepted(seen, self._over.get(name, ()))
+            new = conditions.merged(current, [want], generation, now)
             if new is None:
                 continue
-            if self._patch(name, rv, new, accepted(seen).status_text):
+            if self._patch(name, rv, new, want.status_text):
                 wrote += 1
         self._patched_from = {n: v for n, v in self._patched_from.items() if n in items}
         return wrote
