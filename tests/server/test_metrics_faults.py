@@ -28,7 +28,6 @@ def broken(monkeypatch: pytest.MonkeyPatch) -> None:
     # stopped the package's records there
     monkeypatch.setattr(logging.getLogger("karta_webhook"), "propagate", True)
     metrics._queued.clear()  # earlier tests' admissions: not flushed (failed) before the test
-    monkeypatch.setattr(metrics, "_published", None)  # what earlier tests published
 
 
 def test_past_the_queue_bound_a_failing_write_is_counted_not_raised(
@@ -71,33 +70,6 @@ def test_a_failing_cpu_write_is_counted_and_the_admissions_still_written(
     assert metrics.FAILURES["server_cpu"] == 1
     assert metrics.FAILURES["admissions"] == 1  # tried too (``child`` fails in this fixture)
     assert len(metrics._queued) == 0
-
-
-def test_an_unchanged_reload_status_is_not_written_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The reloader publishes every second; the gauges are written when the status changes
-    (and again after a failed write)."""
-    monkeypatch.setattr(metrics, "_published", None)
-    writes: list[str] = []
-    real = metrics.RELOAD_SUCCESS.labels
-
-    def counting(source: str) -> Any:
-        writes.append(source)
-        return real(source)
-
-    monkeypatch.setattr(metrics.RELOAD_SUCCESS, "labels", counting)
-    status = {"policy": (True, 1.0), "catalog": (True, 2.0)}
-    metrics.set_reload_status(status)
-    metrics.set_reload_status(dict(status))
-    assert writes == ["policy", "catalog"]
-    metrics.set_reload_status({**status, "policy": (False, 3.0)})
-    assert writes == ["policy", "catalog"] * 2
-    assert metrics.RELOAD_SUCCESS.labels("policy")._value.get() == 0
-
-
-def test_a_failed_reload_status_write_is_tried_again(broken: None) -> None:
-    metrics.set_reload_status({"policy": (True, 1.0)})
-    metrics.set_reload_status({"policy": (True, 1.0)})
-    assert metrics.FAILURES["reload_status"] == 2
 
 
 def test_a_scrape_reports_the_failures_of_the_process_answering(

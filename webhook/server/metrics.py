@@ -380,26 +380,11 @@ def set_definitions(loaded: int, rejected_files: int, rejected_cluster: int) -> 
         _failed("definitions", e)
 
 
-#: The reload status this process last published, with its pid (a forked worker publishes its
-#: own, whatever its parent did).
-_published: tuple[int, dict[str, tuple[bool, float]]] | None = None
-
-
 def set_reload_status(status: dict[str, tuple[bool, float]]) -> None:
-    """Publish :attr:`webhook.admission.state.State.reload_status` as the two gauges, when it
-    differs from what this process published last: the file reloader calls this every second
-    in each worker, and the gauges change only with a load, while six writes to the metric
-    files each time cost a worker about a tenth of its CPU at some tens of admissions a second
-    (a py-spy profile under the API server)."""
-    global _published
-    pid = os.getpid()
-    if _published is not None and _published[0] == pid and _published[1] == status:
-        return
+    """Publish :attr:`webhook.admission.state.State.reload_status` as the two gauges."""
     try:
         for source, (ok, when) in status.items():
             RELOAD_SUCCESS.labels(source).set(1 if ok else 0)
             RELOAD_TIME.labels(source).set(when)
     except Exception as e:
         _failed("reload_status", e)
-        return  # tried again next time
-    _published = (pid, dict(status))
