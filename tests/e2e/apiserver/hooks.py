@@ -12,7 +12,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -202,3 +203,67 @@ def mutated_by_webhook(plane: ControlPlane, namespace: str, scheduler: str) -> b
         "POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", probe_pod(namespace)
     )
     return status == 201 and body["spec"].get("schedulerName") == scheduler
+
+
+# -- one webhook per test module, and the bundled samples as objects to create
+
+
+@contextmanager
+def registered(
+    plane: ControlPlane,
+    d: Path,
+    policy: str,
+    what: str,
+    ready: Callable[[str], bool],
+    args: Sequence[str] = ("--no-kube",),
+) -> Iterator[Webhook]:
+    """``serve`` with ``policy`` in ``d``, registered as ``manifests --url --policy`` prints it
+    (the workloads webhook with ``failurePolicy: Fail``) until ``ready(namespace)`` holds for
+    a probe namespace of its own (``what`` names it in the failure); unregistered and stopped
+    when the block ends."""
+    served = start_webhook(d, policy, list(args))
+    probe = f"probe-{uuid.uuid4().hex[:8]}"
+    plane.kubectl("create", "namespace", probe)
+    try:
+        register(plane, configurations(served, policy=served.policy, failure_policy="Fail"))
+        wait_until(what, lambda: ready(probe))
+        yield served
+    finally:
+        unregister(plane)
+        served.stop()
+
+
+def catalog_sample(
+    stem: str, name: str | None, namespace: str, object_name: str | None = None
+) -> dict[str, Any]:
+    """A bundled sample (``catalog/samples/STEM/NAME``, the first when NAME is None) as a
+    new object in ``namespace``: no status, metadata reduced to its labels, named
+    ``object_name`` (default: the sample's name, or a new one when it has none)."""
+    folder = ROOT / "catalog" / "samples" / stem
+    doc = yaml.safe_load(
+        (folder / (name or sorted(p.name for p in folder.iterdir())[0])).read_text()
+    )
+    doc.pop("status", None)
+    meta = doc.get("metadata") or {}
+    doc["metadata"] = {
+        "name": object_name or meta.get("name") or f"x-{uuid.uuid4().hex[:6]}",
+        "namespace": namespace,
+    }
+    if "labels" in meta:
+        doc["metadata"]["labels"] = meta["labels"]
+    return dict(doc)
+
+
+def create_and_read(plane: ControlPlane, collection: str, body: dict[str, Any]) -> dict[str, Any]:
+    """POST ``body`` to ``collection`` and return what the API server stored (asserting both)."""
+    status, created = plane.request("POST", collection, body)
+    assert status == 201, created
+    status, stored = plane.request("GET", f"{collection}/{created['metadata']['name']}")
+    assert status == 200, stored
+    return dict(stored)
+
+
+def dry_run(plane: ControlPlane, collection: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    """What a server-side dry-run create of ``body`` returns, None when it is refused."""
+    status, out = plane.request("POST", f"{collection}?dryRun=All", body)
+    return dict(out) if status == 201 else None

@@ -8,16 +8,13 @@ LLMInferenceService router scheduler's ``template``) created, which the CRD acce
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import kapi
 import pytest
-import yaml
-from hooks import Webhook, configurations, register, start_webhook, unregister, wait_until
+from hooks import Webhook, catalog_sample, create_and_read, dry_run, registered
 
-SAMPLES = kapi.ROOT / "catalog" / "samples"
 POLICY = """\
 rules:
 - name: gpu
@@ -40,44 +37,22 @@ def hook(
 ) -> Iterator[Webhook]:
     assert "podcliquesets.grove.io" in workload_crds
     assert "inferenceservices.serving.kserve.io" in workload_crds
-    served = start_webhook(tmp_path_factory.mktemp("serve-fragments"), POLICY, ["--no-kube"])
-    probe = f"probe-{uuid.uuid4().hex[:8]}"
-    plane.kubectl("create", "namespace", probe)
-    try:
-        register(plane, configurations(served, policy=served.policy, failure_policy="Fail"))
-        wait_until(
-            "the mutating webhook stamps a dry-run PodCliqueSet",
-            lambda: _dry_run_tolerations(plane, probe) == [GPU],
-        )
+    with registered(
+        plane,
+        tmp_path_factory.mktemp("serve-fragments"),
+        POLICY,
+        "the mutating webhook stamps a dry-run PodCliqueSet",
+        lambda probe: _dry_run_tolerations(plane, probe) == [GPU],
+    ) as served:
         yield served
-    finally:
-        unregister(plane)
-        served.stop()
 
 
 def _dry_run_tolerations(plane: kapi.ControlPlane, namespace: str) -> Any:
-    body = _sample("grove.io-podcliqueset-v1alpha1", "simple-available.yaml", namespace)
-    status, out = plane.request(
-        "POST", f"/apis/grove.io/v1alpha1/namespaces/{namespace}/podcliquesets?dryRun=All", body
+    body = catalog_sample("grove.io-podcliqueset-v1alpha1", "simple-available.yaml", namespace)
+    out = dry_run(plane, f"/apis/grove.io/v1alpha1/namespaces/{namespace}/podcliquesets", body)
+    return (
+        out["spec"]["template"]["cliques"][0]["spec"]["podSpec"].get("tolerations") if out else None
     )
-    if status != 201:
-        return None
-    return out["spec"]["template"]["cliques"][0]["spec"]["podSpec"].get("tolerations")
-
-
-def _sample(stem: str, name: str, namespace: str) -> dict[str, Any]:
-    doc = yaml.safe_load((SAMPLES / stem / name).read_text())
-    doc.pop("status", None)
-    doc["metadata"] = {"name": doc["metadata"]["name"], "namespace": namespace}
-    return dict(doc)
-
-
-def _create(plane: kapi.ControlPlane, collection: str, body: dict[str, Any]) -> dict[str, Any]:
-    status, created = plane.request("POST", collection, body)
-    assert status == 201, created
-    status, stored = plane.request("GET", f"{collection}/{created['metadata']['name']}")
-    assert status == 200, stored
-    return dict(stored)
 
 
 def _pod_spec_fields(spec: dict[str, Any]) -> None:
@@ -90,10 +65,10 @@ def _pod_spec_fields(spec: dict[str, Any]) -> None:
 def test_a_grove_podcliqueset_is_stored_with_the_six_fields_in_every_clique(
     plane: kapi.ControlPlane, hook: Webhook, ns: str
 ) -> None:
-    body = _sample("grove.io-podcliqueset-v1alpha1", "disaggregated.yaml", ns)
+    body = catalog_sample("grove.io-podcliqueset-v1alpha1", "disaggregated.yaml", ns)
     for clique in body["spec"]["template"]["cliques"]:  # the sample's own class would be kept
         clique["spec"]["podSpec"].pop("priorityClassName", None)
-    stored = _create(plane, f"/apis/grove.io/v1alpha1/namespaces/{ns}/podcliquesets", body)
+    stored = create_and_read(plane, f"/apis/grove.io/v1alpha1/namespaces/{ns}/podcliquesets", body)
     cliques = stored["spec"]["template"]["cliques"]
     assert len(cliques) >= 2
     for clique in cliques:
@@ -105,9 +80,9 @@ def test_a_grove_podcliqueset_is_stored_with_the_six_fields_in_every_clique(
 def test_a_kserve_inference_service_is_stored_with_the_six_fields_in_its_predictor(
     plane: kapi.ControlPlane, hook: Webhook, ns: str
 ) -> None:
-    body = _sample("serving.kserve.io-inferenceservice-v1beta1", "predictor-only.yaml", ns)
+    body = catalog_sample("serving.kserve.io-inferenceservice-v1beta1", "predictor-only.yaml", ns)
     collection = f"/apis/serving.kserve.io/v1beta1/namespaces/{ns}/inferenceservices"
-    stored = _create(plane, collection, body)
+    stored = create_and_read(plane, collection, body)
     predictor = stored["spec"]["predictor"]
     _pod_spec_fields(predictor)
     assert predictor["labels"]["kai.scheduler/queue"] == "research"
@@ -118,10 +93,12 @@ def test_a_kserve_inference_service_is_stored_with_the_six_fields_in_its_predict
 def test_an_llm_inference_service_gets_its_router_scheduler_template_made(
     plane: kapi.ControlPlane, hook: Webhook, ns: str
 ) -> None:
-    body = _sample("serving.kserve.io-llminferenceservice-v1alpha1", "single-node-gpu.yaml", ns)
+    body = catalog_sample(
+        "serving.kserve.io-llminferenceservice-v1alpha1", "single-node-gpu.yaml", ns
+    )
     assert body["spec"]["router"]["scheduler"] == {}
     collection = f"/apis/serving.kserve.io/v1alpha1/namespaces/{ns}/llminferenceservices"
-    stored = _create(plane, collection, body)
+    stored = create_and_read(plane, collection, body)
     _pod_spec_fields(stored["spec"]["template"])
     # made inside the scheduler instance, which exists; its priorityClassName has no path of
     # its own in the definition and goes to the implied pod spec

@@ -9,20 +9,18 @@ refuses the object: the bounds are its own."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import kapi
 import pytest
 import yaml
-from hooks import Webhook, configurations, register, start_webhook, unregister, wait_until
+from hooks import Webhook, catalog_sample, create_and_read, dry_run, registered
 
 from webhook.base import limits
 from webhook.mutation.policy import Tally
 from webhook.mutation.policyfile import parse_policy
 
-SAMPLES = kapi.ROOT / "catalog" / "samples"
 #: a DNS subdomain of 253 characters (a key's prefix, a scheduler's or a class's name)
 LONG_NAME = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61])
 LONG_KEY = f"{LONG_NAME}/{'n' * 62}"  # 316 characters
@@ -106,51 +104,27 @@ def test_the_policy_is_at_the_bounds() -> None:
 
 @pytest.fixture(scope="module")
 def hook(plane: kapi.ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
-    served = start_webhook(
-        tmp_path_factory.mktemp("serve-bounds"), yaml.safe_dump(POLICY), ["--no-kube"]
-    )
-    probe = f"probe-{uuid.uuid4().hex[:8]}"
-    plane.kubectl("create", "namespace", probe)
-    try:
-        register(plane, configurations(served, policy=served.policy, failure_policy="Fail"))
-        wait_until(
-            "the mutating webhook stamps a dry-run Deployment",
-            lambda: _scheduler(plane, probe) == LONG_NAME,
-        )
+    with registered(
+        plane,
+        tmp_path_factory.mktemp("serve-bounds"),
+        yaml.safe_dump(POLICY),
+        "the mutating webhook stamps a dry-run Deployment",
+        lambda probe: _scheduler(plane, probe) == LONG_NAME,
+    ) as served:
         yield served
-    finally:
-        unregister(plane)
-        served.stop()
-
-
-def _sample(stem: str, name: str, namespace: str) -> dict[str, Any]:
-    doc = yaml.safe_load((SAMPLES / stem / name).read_text())
-    doc.pop("status", None)
-    doc["metadata"] = {"name": f"x-{uuid.uuid4().hex[:6]}", "namespace": namespace}
-    return dict(doc)
 
 
 def _scheduler(plane: kapi.ControlPlane, namespace: str) -> str | None:
-    body = _sample("apps-deployment-v1", "minimal.yaml", namespace)
-    status, out = plane.request(
-        "POST", f"/apis/apps/v1/namespaces/{namespace}/deployments?dryRun=All", body
-    )
-    return out["spec"]["template"]["spec"].get("schedulerName") if status == 201 else None
-
-
-def _create(plane: kapi.ControlPlane, collection: str, body: dict[str, Any]) -> dict[str, Any]:
-    status, created = plane.request("POST", collection, body)
-    assert status == 201, created
-    status, stored = plane.request("GET", f"{collection}/{created['metadata']['name']}")
-    assert status == 200, stored
-    return dict(stored)
+    body = catalog_sample("apps-deployment-v1", "minimal.yaml", namespace)
+    out = dry_run(plane, f"/apis/apps/v1/namespaces/{namespace}/deployments", body)
+    return out["spec"]["template"]["spec"].get("schedulerName") if out else None
 
 
 def test_the_largest_values_the_policy_accepts_are_stored(
     plane: kapi.ControlPlane, hook: Webhook, ns: str
 ) -> None:
-    body = _sample("apps-deployment-v1", "minimal.yaml", ns)
-    stored = _create(plane, f"/apis/apps/v1/namespaces/{ns}/deployments", body)
+    body = catalog_sample("apps-deployment-v1", "minimal.yaml", ns)
+    stored = create_and_read(plane, f"/apis/apps/v1/namespaces/{ns}/deployments", body)
     template = stored["spec"]["template"]
     spec, meta = template["spec"], template["metadata"]
     assert spec["schedulerName"] == LONG_NAME
@@ -164,8 +138,8 @@ def test_the_largest_values_the_policy_accepts_are_stored(
 def test_the_smallest_values_the_policy_accepts_are_stored(
     plane: kapi.ControlPlane, hook: Webhook, ns: str
 ) -> None:
-    body = _sample("batch-job-v1", "finetune.yaml", ns)
-    stored = _create(plane, f"/apis/batch/v1/namespaces/{ns}/jobs", body)
+    body = catalog_sample("batch-job-v1", "finetune.yaml", ns)
+    stored = create_and_read(plane, f"/apis/batch/v1/namespaces/{ns}/jobs", body)
     template = stored["spec"]["template"]
     spec, meta = template["spec"], template["metadata"]
     assert (spec["schedulerName"], spec["priorityClassName"]) == ("a", "b")
@@ -188,7 +162,7 @@ def test_one_past_the_numbers_the_api_server_refuses(
 ) -> None:
     """The bounds are the API server's own: one past them in the object as sent (the
     module's webhook, when registered, only adds to it), and the API server refuses it."""
-    body = _sample("apps-deployment-v1", "minimal.yaml", ns)
+    body = catalog_sample("apps-deployment-v1", "minimal.yaml", ns)
     template = body["spec"]["template"]
     if where == "tolerationSeconds":
         template["spec"]["tolerations"] = [

@@ -6,16 +6,13 @@ Knative Service keeps out the three fields its definition says Knative refuses."
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import kapi
 import pytest
-import yaml
-from hooks import Webhook, configurations, register, start_webhook, unregister, wait_until
+from hooks import Webhook, catalog_sample, create_and_read, dry_run, registered
 
-SAMPLES = kapi.ROOT / "catalog" / "samples"
 POLICY = """\
 rules:
 - name: gpu
@@ -44,50 +41,21 @@ def hook(
     workload_crds: dict[str, str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Webhook]:
-    served = start_webhook(tmp_path_factory.mktemp("serve-fields"), POLICY, ["--no-kube"])
-    probe = f"probe-{uuid.uuid4().hex[:8]}"
-    plane.kubectl("create", "namespace", probe)
-    try:
-        register(plane, configurations(served, policy=served.policy, failure_policy="Fail"))
-        wait_until(
-            "the mutating webhook stamps a dry-run Deployment",
-            lambda: _dry_run_priority(plane, probe) == "e2e-train",
-        )
+    with registered(
+        plane,
+        tmp_path_factory.mktemp("serve-fields"),
+        POLICY,
+        "the mutating webhook stamps a dry-run Deployment",
+        lambda probe: _dry_run_priority(plane, probe) == "e2e-train",
+    ) as served:
         yield served
-    finally:
-        unregister(plane)
-        served.stop()
 
 
 def _dry_run_priority(plane: kapi.ControlPlane, namespace: str) -> str | None:
-    body = _sample("apps-deployment-v1", namespace)
-    status, out = plane.request(
-        "POST", f"/apis/apps/v1/namespaces/{namespace}/deployments?dryRun=All", body
-    )
-    if status != 201:
-        return None
-    priority = out["spec"]["template"]["spec"].get("priorityClassName")
+    body = catalog_sample("apps-deployment-v1", None, namespace)
+    out = dry_run(plane, f"/apis/apps/v1/namespaces/{namespace}/deployments", body)
+    priority = out["spec"]["template"]["spec"].get("priorityClassName") if out else None
     return str(priority) if priority else None
-
-
-def _sample(stem: str, namespace: str, name: str | None = None) -> dict[str, Any]:
-    path = name or sorted(p.name for p in (SAMPLES / stem).iterdir())[0]
-    doc = yaml.safe_load((SAMPLES / stem / path).read_text())
-    doc.pop("status", None)
-    meta = doc["metadata"]
-    doc["metadata"] = {"name": meta.get("name") or f"x-{uuid.uuid4().hex[:6]}"}
-    doc["metadata"]["namespace"] = namespace
-    if "labels" in meta:
-        doc["metadata"]["labels"] = meta["labels"]
-    return dict(doc)
-
-
-def _create(plane: kapi.ControlPlane, collection: str, body: dict[str, Any]) -> dict[str, Any]:
-    status, created = plane.request("POST", collection, body)
-    assert status == 201, created
-    status, stored = plane.request("GET", f"{collection}/{created['metadata']['name']}")
-    assert status == 200, stored
-    return dict(stored)
 
 
 def _six(template: dict[str, Any], name: str, namespace: str) -> None:
@@ -138,8 +106,8 @@ def test_the_six_fields_are_stored_in_every_template(
     collection: str,
     templates: Any,
 ) -> None:
-    body = _sample(stem, ns, name)
-    stored = _create(plane, collection.format(ns=ns), body)
+    body = catalog_sample(stem, name, ns)
+    stored = create_and_read(plane, collection.format(ns=ns), body)
     found = templates(stored)
     assert len(found) >= 1
     for t in found:
@@ -149,10 +117,10 @@ def test_the_six_fields_are_stored_in_every_template(
 def test_a_toleration_already_there_is_not_repeated(
     plane: kapi.ControlPlane, hook: Webhook, ns: str
 ) -> None:
-    body = _sample("apps-deployment-v1", ns)
+    body = catalog_sample("apps-deployment-v1", None, ns)
     body["spec"]["template"]["spec"]["tolerations"] = [GPU]
     body["spec"]["template"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.present": "false"}
-    stored = _create(plane, f"/apis/apps/v1/namespaces/{ns}/deployments", body)
+    stored = create_and_read(plane, f"/apis/apps/v1/namespaces/{ns}/deployments", body)
     spec = stored["spec"]["template"]["spec"]
     assert spec["tolerations"] == [GPU, _team(ns)]
     assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "false"}  # kept: no overwrite
@@ -161,8 +129,8 @@ def test_a_toleration_already_there_is_not_repeated(
 def test_a_knative_service_keeps_out_what_its_definition_says_knative_refuses(
     plane: kapi.ControlPlane, hook: Webhook, ns: str
 ) -> None:
-    body = _sample("serving.knative.dev-service-v1", ns)
-    stored = _create(plane, f"/apis/serving.knative.dev/v1/namespaces/{ns}/services", body)
+    body = catalog_sample("serving.knative.dev-service-v1", None, ns)
+    stored = create_and_read(plane, f"/apis/serving.knative.dev/v1/namespaces/{ns}/services", body)
     spec = stored["spec"]["template"]["spec"]
     assert spec["schedulerName"] == "kai-scheduler"
     assert not {"nodeSelector", "tolerations", "priorityClassName"} & set(spec)

@@ -20,10 +20,18 @@ from typing import Any
 
 import kapi
 import pytest
-import yaml
-from hooks import Webhook, configurations, register, start_webhook, unregister, wait_until
+from hooks import (
+    Webhook,
+    catalog_sample,
+    configurations,
+    create_and_read,
+    dry_run,
+    register,
+    registered,
+    unregister,
+    wait_until,
+)
 
-SAMPLES = kapi.ROOT / "catalog" / "samples"
 CLASS = "e2e-zero-train"
 POLICY = f"""\
 operations: [CREATE, UPDATE]
@@ -69,31 +77,24 @@ def hook(
         },
     )
     assert status in (201, 409), out
-    served = start_webhook(tmp_path_factory.mktemp("serve-zero"), POLICY, ["--no-kube"])
-    probe = f"probe-{uuid.uuid4().hex[:8]}"
-    plane.kubectl("create", "namespace", probe)
-    try:
-        register(plane, configurations(served, policy=served.policy, failure_policy="Fail"))
-        wait_until("the webhook stamps a dry-run Deployment", lambda: _dry_run(plane, probe))
+    with registered(
+        plane,
+        tmp_path_factory.mktemp("serve-zero"),
+        POLICY,
+        "the webhook stamps a dry-run Deployment",
+        lambda probe: _stamped(plane, probe),
+    ) as served:
         yield served
-    finally:
-        unregister(plane)
-        served.stop()
 
 
-def _dry_run(plane: kapi.ControlPlane, namespace: str) -> bool:
-    body = _sample("apps-deployment-v1", "minimal.yaml", namespace)
-    status, out = plane.request(
-        "POST", f"/apis/apps/v1/namespaces/{namespace}/deployments?dryRun=All", body
-    )
-    return status == 201 and out["spec"]["template"]["spec"].get("priorityClassName") == CLASS
+def _stamped(plane: kapi.ControlPlane, namespace: str) -> bool:
+    body = catalog_sample("apps-deployment-v1", "minimal.yaml", namespace, _name())
+    out = dry_run(plane, f"/apis/apps/v1/namespaces/{namespace}/deployments", body)
+    return out is not None and out["spec"]["template"]["spec"].get("priorityClassName") == CLASS
 
 
-def _sample(stem: str, name: str, namespace: str) -> dict[str, Any]:
-    doc = yaml.safe_load((SAMPLES / stem / name).read_text())
-    doc.pop("status", None)
-    doc["metadata"] = {"name": f"z-{uuid.uuid4().hex[:8]}", "namespace": namespace}
-    return dict(doc)
+def _name() -> str:
+    return f"z-{uuid.uuid4().hex[:8]}"
 
 
 def _applied(template: dict[str, Any], name: str) -> None:
@@ -138,7 +139,7 @@ def test_no_zero_value_is_left_as_it_was(
     A Deployment's template keeps the labels its selector needs (without them the API server
     refuses it whatever the webhook does): its labels get the empty queue value beside them."""
     for part, field, zero in ZEROS:
-        body = _sample(stem, name, ns)
+        body = catalog_sample(stem, name, ns, _name())
         for t in templates(body):
             have = t.setdefault(part, {})
             if stem == "apps-deployment-v1" and field == "labels":
@@ -147,11 +148,7 @@ def test_no_zero_value_is_left_as_it_was(
                 have[field] = {**have[field], **zero}
             else:
                 have[field] = copy.deepcopy(zero)
-        status, created = plane.request("POST", collection.format(ns=ns), body)
-        assert status == 201, (field, zero, created)
-        got = f"{collection.format(ns=ns)}/{created['metadata']['name']}"
-        status, stored = plane.request("GET", got)
-        assert status == 200, stored
+        stored = create_and_read(plane, collection.format(ns=ns), body)
         found = templates(stored)
         assert found
         for t in found:
@@ -192,7 +189,7 @@ def test_an_existing_pod_from_before_the_policy_can_still_be_updated(
         assert status == 201, out
     finally:
         register(plane, configurations(hook, policy=hook.policy, failure_policy="Fail"))
-        wait_until("the webhook stamps a dry-run Deployment", lambda: _dry_run(plane, ns))
+        wait_until("the webhook stamps a dry-run Deployment", lambda: _stamped(plane, ns))
     plane.kubectl("label", "pod", "old", "-n", ns, "team=b")
     status, pod = plane.request("GET", f"/api/v1/namespaces/{ns}/pods/old")
     assert status == 200, pod
@@ -203,10 +200,8 @@ def test_an_existing_pod_from_before_the_policy_can_still_be_updated(
 
 
 def _unmutated(plane: kapi.ControlPlane, namespace: str) -> bool:
-    status, out = plane.request(
-        "POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", _pod(namespace)
-    )
-    return status == 201 and out["spec"].get("schedulerName") != "kai-scheduler"
+    out = dry_run(plane, f"/api/v1/namespaces/{namespace}/pods", _pod(namespace))
+    return out is not None and out["spec"].get("schedulerName") != "kai-scheduler"
 
 
 def _pod(namespace: str, name: str | None = None) -> dict[str, Any]:
