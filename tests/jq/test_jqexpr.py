@@ -13,6 +13,7 @@ from helpers import ENGINE, SAMPLES
 from webhook.base.documents import read_documents
 from webhook.base.limits import MAX_RESULTS
 from webhook.jq.engine import Mode, Outcome, plain, prepare, walked
+from webhook.jq.paths import parse_guarded
 from webhook.karta.loading import catalog_dir, load_files
 from webhook.karta.model import jq_fields
 
@@ -61,6 +62,48 @@ def test_native_walk_equals_libjq_on_every_catalog_path(expr: str, objs: list[An
             continue
         got = ENGINE.locations(expr, obj)
         assert [list(p) for p, _ in got.items] == want
+
+
+def _guarded_catalog_cases() -> list[Any]:
+    """Every catalog expression the engine walks as a guarded form (``(P // empty)[]...``,
+    ``P // empty | .template``, ``P // empty | "name"``), with its kind's samples."""
+    cases = []
+    for karta in load_files([catalog_dir()]):
+        stem = Path(karta.source).stem
+        objs = [
+            obj for f in sorted((SAMPLES / stem).glob("*.yaml")) for _, obj in read_documents(f)
+        ]
+        for field in jq_fields(karta):
+            guarded = plain(field.expr) is None and field.subject == "workload"
+            if guarded and (found := parse_guarded(field.expr)) is not None:
+                cases.append(pytest.param(field.expr, found[1], objs, id=f"{stem}:{field.path}"))
+    return cases
+
+
+@pytest.mark.parametrize(("expr", "const", "objs"), _guarded_catalog_cases())
+def test_guarded_walk_equals_libjq_on_every_catalog_expression(
+    expr: str, const: str | None, objs: list[Any]
+) -> None:
+    """Values (and, without a constant tail, locations) as libjq gives them, on every sample
+    and on the sample with parts missing or null."""
+    values = jq.compile(f"[{expr}]")
+    paths = jq.compile(f"[path({expr})]")
+    variants = [*objs, {}, {"spec": {}}, {"spec": None}]
+    for obj in variants:
+        got = ENGINE.values(expr, obj)
+        try:
+            want = values.input_value(obj).first()
+        except ValueError as e:
+            assert got.items == [] and got.error == str(e), expr
+            continue
+        assert got.ok and got.items == want, (expr, obj)
+        if const is None:
+            located = ENGINE.locations(expr, obj)
+            assert [list(p) for p, _ in located.items] == paths.input_value(obj).first()
+
+
+def test_the_catalog_optional_parts_are_guarded_forms() -> None:
+    assert len(_guarded_catalog_cases()) > 100
 
 
 def _shared_cases() -> list[Any]:
@@ -122,6 +165,64 @@ def test_one_path_or_paths_of_keys_alone_are_walked_with_the_same_outcomes(
         items = walked(prepared, obj)
         if items is not None:
             assert [Outcome(i) for i in items] == ENGINE.evaluate(alone, obj)
+
+
+GUARDED_BATCHES: list[list[tuple[str, Mode]]] = [
+    [
+        ("(.spec.jobs // empty)[].template.spec", "paths"),
+        ("(.spec.jobs // empty)[].name", "values"),
+        ("(.spec.jobs // empty)[] | .template // empty | .spec", "values"),
+        ('(.spec.jobs // empty)[] | .name // empty | "id"', "values"),
+    ],
+    [
+        (".spec.jobs.x // empty | .template", "paths"),
+        ('.spec.jobs.x // empty | "x"', "values"),
+        (".spec.jobs.y // empty | .name", "values"),
+        (".spec.name", "values"),
+        (".spec.jobs // empty", "paths"),
+    ],
+    [("(. // empty)", "paths")],
+]
+
+
+@pytest.mark.parametrize("batch", GUARDED_BATCHES)
+def test_guarded_paths_are_walked_together_with_the_same_outcomes(
+    batch: list[tuple[str, Mode]],
+) -> None:
+    """Guarded forms and constant tails are walked as one batch too; the outcomes are those
+    of evaluating each (the walk alone, and libjq's values)."""
+    prepared = prepare(batch)
+    assert prepared.shared is not None
+    alone = dataclasses.replace(prepared, shared=None)
+    extra = [{"spec": {"jobs": {"x": False, "y": {"name": None}}}}, {"spec": {"jobs": False}}]
+    cases = [*_shared_cases(), *extra, {"spec": "text"}, {"spec": None}, {}, 5, None, "s", [1]]
+    for obj in cases:
+        outs = ENGINE.evaluate(alone, obj)
+        assert ENGINE.evaluate(prepared, obj) == outs, obj
+        items = walked(prepared, obj)
+        if items is not None:
+            assert [Outcome(i) for i in items] == outs
+        for (expr, mode), out in zip(batch, outs, strict=True):
+            if mode != "values" or out.absent or "more than" in (out.error or ""):
+                continue
+            try:
+                want = jq.compile(f"[{expr}]").input_value(obj).first()
+            except ValueError as e:
+                assert out.error == str(e)
+                continue
+            assert out.items == want, (expr, obj)
+
+
+def test_a_constant_tail_in_paths_mode_is_not_walked() -> None:
+    """``path(P // empty | "name")`` is an error; the evaluators say which, as libjq does."""
+    expr = '.spec.x // empty | "x"'
+    prepared = prepare([(expr, "paths")])
+    assert prepared.shared is None and prepared.forms[0][0] is None
+    out = ENGINE.locations(expr, {"spec": {"x": 1}})
+    with pytest.raises(ValueError) as e:
+        jq.compile(f"[path({expr})]").input_value({"spec": {"x": 1}}).first()
+    assert out.error == str(e.value)
+    assert ENGINE.locations(expr, {"spec": {}}).items == []
 
 
 @pytest.mark.parametrize(

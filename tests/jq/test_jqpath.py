@@ -15,11 +15,15 @@ import pytest
 
 from webhook.base.jsonpointer import to_pointer
 from webhook.jq.paths import (
+    GStep,
+    Guard,
+    GuardedRun,
     Index,
     Iterate,
     Key,
     Step,
     WalkError,
+    parse_guarded,
     parse_plain,
     segments,
     walk,
@@ -463,6 +467,258 @@ def test_render_round_trips_through_parse_plain() -> None:
         steps = _random_steps(rng)
         expr = _render(rng, steps)
         assert parse_plain(expr) == steps, expr
+
+
+# --------------------------------------------------------------------------------------------
+# guarded forms: ``(P // empty)`` then more steps, ``P // empty | Q``, ``... | "text"``
+# --------------------------------------------------------------------------------------------
+
+GUARDED: list[tuple[str, tuple[GStep, ...], str | None]] = [
+    (
+        "(.spec.replicatedJobs // empty)[].template.spec.template",
+        (*(Guard(2), Key("spec"), Key("replicatedJobs"), Iterate(), Key("template")),)
+        + (Key("spec"), Key("template")),
+        None,
+    ),
+    (
+        "(.spec.replicatedJobs // empty)[].name",
+        (Guard(2), Key("spec"), Key("replicatedJobs"), Iterate(), Key("name")),
+        None,
+    ),
+    (
+        ".spec.pytorchReplicaSpecs.Master // empty | .template",
+        (Guard(3), Key("spec"), Key("pytorchReplicaSpecs"), Key("Master"), Key("template")),
+        None,
+    ),
+    (
+        '.spec.pytorchReplicaSpecs.Master // empty | "master"',
+        (Guard(3), Key("spec"), Key("pytorchReplicaSpecs"), Key("Master")),
+        "master",
+    ),
+    (
+        ".spec.leaderWorkerTemplate.leaderTemplate // empty",
+        (Guard(3), Key("spec"), Key("leaderWorkerTemplate"), Key("leaderTemplate")),
+        None,
+    ),
+    (".a // empty", (Guard(1), Key("a")), None),
+    (". // empty", (Guard(0),), None),
+    ("(. // empty)[]", (Guard(0), Iterate()), None),
+    ("(.a[0] // empty).b", (Guard(2), Key("a"), Index(0), Key("b")), None),
+    ('(.a // empty)["b"][1]', (Guard(1), Key("a"), Key("b"), Index(1)), None),
+    ('(.a // empty)."b"', (Guard(1), Key("a"), Key("b")), None),
+    ("(.a // empty).[]", (Guard(1), Key("a"), Iterate()), None),
+    (".a[] | .b // empty | .c", (Key("a"), Iterate(), Guard(1), Key("b"), Key("c")), None),
+    (".a | (.b // empty)[]", (Key("a"), Guard(1), Key("b"), Iterate()), None),
+    (
+        "(.a // empty)[] | (.b // empty)[]",
+        (Guard(1), Key("a"), Iterate(), Guard(1), Key("b"), Iterate()),
+        None,
+    ),
+    (".a.b", (Key("a"), Key("b")), None),  # plain paths are guarded forms without a guard
+    ('.a | "x"', (Key("a"),), "x"),
+    ('.a//empty|"é\n"', (Guard(1), Key("a")), "é\n"),
+]
+
+
+@pytest.mark.parametrize(("expr", "steps", "const"), GUARDED)
+def test_parse_guarded(expr: str, steps: tuple[GStep, ...], const: str | None) -> None:
+    assert parse_guarded(expr) == (steps, const)
+    if const is not None or any(isinstance(s, Guard) for s in steps):
+        assert parse_plain(expr) is None  # its other readers see no plain path
+
+
+NOT_GUARDED: list[str] = [
+    ".a[] // empty",  # P iterates: not one value
+    "(.a[] // empty)",
+    ".a // .b",
+    ".a // null",
+    ".a // empty // empty",
+    "(.a // empty) // empty",
+    "(.a // empty).b // empty",  # P with a guard in it
+    ".a // empty.b",
+    ".a // empty()",
+    "(.a // empty",
+    ".a // empty)",
+    "(.a)",
+    "(.a // empty) | (.b)",
+    '.a // empty | "x" | .b',
+    '"x"',
+    '.a | "\\(.b)"',
+    ".a | 1",
+    ".a // empty?",
+    ".a ?// empty",
+    ".a // empty, .b",
+    "(.a // empty)(.b)",
+    ".a // empty | ",
+]
+
+
+@pytest.mark.parametrize("expr", NOT_GUARDED)
+def test_parse_guarded_rejects(expr: str) -> None:
+    assert parse_guarded(expr) is None
+
+
+def libjq_values(expr: str, obj: Any) -> tuple[str, Any]:
+    try:
+        return "ok", jq.compile(f"[{expr}]").input_value(obj).first()
+    except ValueError as e:
+        return "error", str(e)
+
+
+def native_guarded(expr: str, obj: Any) -> tuple[str, Any]:
+    """The walk of a guarded form: (path, value) pairs, or the values for a constant tail."""
+    found = parse_guarded(expr)
+    assert found is not None, expr
+    steps, const = found
+    try:
+        pairs = walk(steps, obj)
+    except WalkError as e:
+        return "error", str(e)
+    if const is not None:
+        return "ok", [const] * len(pairs)
+    return "ok", [(p, _lossy(v)) for p, v in pairs]
+
+
+#: what P meets: absent, null, false, a string, a number, an object, a list (and true, 0, "")
+_AT_P: list[Any] = [None, False, True, "abc", "", 0, 3, 2.5, {}, {"x": 1}, [], [1, {"x": 2}]]
+
+
+def _guard_objects(keys: tuple[str, ...]) -> list[Any]:
+    """Objects where the chain of ``keys`` meets each of :data:`_AT_P`, is absent, or fails
+    on the way (a scalar or a list where an object is wanted)."""
+    out: list[Any] = [None, {}, 5, "s", [1]]
+    for leaf in _AT_P:
+        value: Any = leaf
+        for key in reversed(keys):
+            value = {key: value, "other": 1}
+        out.append(value)
+    if len(keys) > 1:
+        for wrong in ("s", 7, [1], True):
+            out.append({keys[0]: wrong})
+    return out
+
+
+#: the rest iterating: P's value shaped for ``(P // empty)[].name`` and ``| .template``
+_ITEMS: list[Any] = [
+    [{"name": "a", "template": {"spec": 1}}, {"name": "b"}, None],
+    {"k": {"name": "c"}, "j": {"name": None}},
+    [{"name": "a"}, 3],  # an error after the guard is the walk's, not suppressed
+    ["s"],
+    [[]],
+]
+
+
+GUARDED_WALKS: list[tuple[str, Any]] = [
+    *[(e, o) for e in (".a.b // empty", "(.a.b // empty)", ". // empty") for o in _guard_objects(("a", "b"))],
+    *[(e, o) for e in (".a // empty | .x", "(.a // empty).x", "(.a // empty)[]", '.a // empty | "A"') for o in _guard_objects(("a",))],
+    *[(e, o) for e in ("(.a[1] // empty).x", "(.a[0] // empty)") for o in _guard_objects(("a",))],
+    *[
+        (e, {"spec": {"jobs": items}})
+        for e in (
+            "(.spec.jobs // empty)[].name",
+            "(.spec.jobs // empty)[] | .template // empty | .spec",
+            '(.spec.jobs // empty)[] | .name // empty | "id"',
+            "(.spec.jobs // empty)[].template.spec",
+            ".spec | (.jobs // empty)[] | (.template // empty)[]",
+        )
+        for items in [*_ITEMS, *_AT_P]
+    ],
+    (".a[] | .b // empty", {"a": [{"b": 1}, {"b": None}, {"b": False}, {"b": 0}, 3, "s", {}]}),
+    (".a | .b // empty", {"a": "s"}),  # an error before the guard is not suppressed
+    ("(.a // empty)[].b", {"a": [{"b": 1}, 2]}),
+    ("(.a // empty)[]", {"a": "x" * 40}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("expr", "obj"), GUARDED_WALKS)
+def test_guarded_walk_matches_libjq(expr: str, obj: Any) -> None:
+    """Paths and values as libjq's ``path()`` and the expression give them (the values alone
+    for a constant tail, whose ``path()`` is an error)."""
+    got = native_guarded(expr, obj)
+    found = parse_guarded(expr)
+    assert found is not None
+    if found[1] is not None:
+        assert got == libjq_values(expr, obj)
+    else:
+        assert got == libjq(expr, obj)
+
+
+def _postfix(rng: random.Random, steps: tuple[Step, ...]) -> str:
+    """``steps`` as postfix steps in random spellings, none with a pipe (``.a["b"].[0][]``)."""
+    out = ""
+    for s in steps:
+        if isinstance(s, Key):
+            quoted = json.dumps(s.name, ensure_ascii=rng.random() < 0.5)
+            simple = s.name.isidentifier() and s.name.isascii()
+            forms = [f".{s.name}"] if simple else []
+            out += rng.choice([*forms, f".{quoted}", f"[{quoted}]", f".[{quoted}]"])
+        else:
+            inner = "" if isinstance(s, Iterate) else str(s.i)
+            out += rng.choice([f"[{inner}]", f".[{inner}]"])
+    return out
+
+
+def _random_guarded(rng: random.Random) -> tuple[str, tuple[Step, ...]]:
+    """A guarded form from random plain steps: plain steps, then a chain of keys and indices
+    in a guard (parenthesised with postfix steps after it, or as a whole segment with a pipe
+    after it); and the steps the value is shaped for."""
+    before = tuple(s for s in _random_steps(rng) if rng.random() < 0.7)
+    chain = tuple(s for s in _random_steps(rng) if not isinstance(s, Iterate))
+    after = _random_steps(rng)
+    left = _render(rng, before) + " | " if before else ""
+    inner = _postfix(rng, chain)
+    inner = inner if inner.startswith(".") else "." + inner
+    if rng.random() < 0.5:
+        expr = f"{left}({inner} // empty){_postfix(rng, after)}"
+    else:
+        expr = f"{left}{inner} // empty" + (f" | {_render(rng, after)}" if after else "")
+    return expr, before + chain + after
+
+
+def _guarded_property_cases() -> list[tuple[str, Any]]:
+    rng = random.Random(20261206)
+    cases = []
+    for _ in range(400):
+        expr, steps = _random_guarded(rng)
+        obj = _guided_value(rng, steps) if rng.random() < 0.8 else _random_value(rng, 4)
+        cases.append((expr, obj))
+    return cases
+
+
+@pytest.mark.parametrize(("expr", "obj"), _guarded_property_cases())
+def test_guarded_walk_matches_libjq_property(expr: str, obj: Any) -> None:
+    assert parse_guarded(expr) is not None, expr
+    assert native_guarded(expr, obj) == libjq(expr, obj)
+
+
+def test_the_shared_walk_of_guarded_paths_gives_what_the_walk_gives() -> None:
+    """With guards in the runs (:class:`GuardedRun`), ``walk_shared`` gives each path what the
+    walk gives, or declines exactly where the walk fails; a guard that yields nothing leaves
+    its locations out."""
+    taken = declined = 0
+    cases = [(e, o) for e, o in GUARDED_WALKS] + _guarded_property_cases()
+    for expr, obj in cases:
+        found = parse_guarded(expr)
+        assert found is not None
+        steps = found[0]
+        segs = segments(steps)
+        if segs is None:
+            assert any(isinstance(s, Index) for s in steps)
+            continue
+        assert any(isinstance(r, GuardedRun) for r in segs) == any(
+            isinstance(s, Guard) for s in steps
+        )
+        got = walk_shared(segs[:-1], ((segs[-1], True), (segs[-1], False)), obj)
+        try:
+            want = walk(steps, obj)
+        except WalkError:
+            assert got is None, (expr, obj)
+            declined += 1
+            continue
+        assert got is not None, (expr, obj)
+        assert got[0] == want and got[1] == [v for _, v in want], (expr, obj)
+        taken += 1
+    assert taken > 150 and declined > 10
 
 
 # --------------------------------------------------------------------------------------------

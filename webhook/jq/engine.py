@@ -36,7 +36,7 @@ from webhook.base.memo import Memo
 from webhook.jq import paths as jqpath
 from webhook.jq.native import evaluate as jqnative
 from webhook.jq.native.evaluate import JqError, LimitError, NeedsLibjq, Program
-from webhook.jq.paths import Step
+from webhook.jq.paths import GStep, Step
 from webhook.jq.sandbox import Reply, Sandbox
 
 Mode = Literal["paths", "values", "compile"]
@@ -73,10 +73,21 @@ class Outcome:
         return self.error is None
 
 
-#: A plain path as evaluated: its steps, the names when every step is an object key (most
-#: write paths: followed in a loop), and the runs of keys between iterations when it has no
-#: index (walked level by level); boxed, so that "not plain" (None) is kept too.
-_Plain = tuple[tuple[Step, ...], tuple[str, ...] | None, tuple[tuple[str, ...], ...] | None] | None
+#: A plain path as evaluated: its steps (guards too: :func:`~webhook.jq.paths.parse_guarded`),
+#: the names when every step is an object key (most write paths: followed in a loop), the runs
+#: of keys between iterations when it has no index (walked level by level), its constant tail
+#: (``P // empty | "name"``: values only) and whether it is a plain path (no guard, no
+#: constant: what :func:`plain` gives); boxed, so that "not plain" (None) is kept too.
+_Plain = (
+    tuple[
+        tuple[GStep, ...],
+        tuple[str, ...] | None,
+        tuple[jqpath.Run, ...] | None,
+        str | None,
+        bool,
+    ]
+    | None
+)
 _plain_cache: Memo[str, tuple[_Plain]] = Memo(PLAIN_CACHE_BYTES, MAX_EXPRESSION_BYTES // 16)
 
 
@@ -87,13 +98,16 @@ _PLAIN_STEPS = 64
 def _plain(expr: str) -> _Plain:
     box = _plain_cache.get(expr)
     if box is None:
-        steps = jqpath.parse_plain(expr)
-        if steps is None or len(steps) > _PLAIN_STEPS:
+        found = jqpath.parse_guarded(expr)
+        if found is None or len(found[0]) > _PLAIN_STEPS:
             box = (None,)
         else:
+            steps, const = found
             names = tuple(s.name for s in steps if isinstance(s, jqpath.Key))
-            chain = names if len(names) == len(steps) else None
-            box = ((steps, chain, jqpath.segments(steps) if chain is None else None),)
+            chain = names if len(names) == len(steps) and const is None else None
+            segs = jqpath.segments(steps) if chain is None else None
+            is_plain = const is None and not any(isinstance(s, jqpath.Guard) for s in steps)
+            box = ((steps, chain, segs, const, is_plain),)
         _plain_cache.put(expr, box)
     return box[0]
 
@@ -106,9 +120,12 @@ def key_chain(expr: str) -> tuple[str, ...] | None:
 
 
 def plain(expr: str) -> tuple[Step, ...] | None:
-    """The parsed steps of a plain path expression, or None (memoised: definitions repeat)."""
+    """The parsed steps of a plain path expression (:func:`~webhook.jq.paths.parse_plain`:
+    no guard, no constant), or None (memoised: definitions repeat)."""
     found = _plain(expr)
-    return found[0] if found is not None else None
+    if found is None or not found[4]:
+        return None
+    return found[0]  # type: ignore[return-value]  # no Guard in a plain path
 
 
 _native_cache: Memo[str, tuple[Program | None]] = Memo(PLAIN_CACHE_BYTES, MAX_EXPRESSION_BYTES)
@@ -125,9 +142,11 @@ def native(expr: str) -> Program | None:
 
 
 def _native(
-    steps: tuple[Step, ...],
+    steps: tuple[GStep, ...],
     chain: tuple[str, ...] | None,
-    segs: tuple[tuple[str, ...], ...] | None,
+    segs: tuple[jqpath.Run, ...] | None,
+    const: str | None,
+    is_plain: bool,
     mode: Mode,
     obj: Any,
 ) -> Outcome:
@@ -148,6 +167,8 @@ def _native(
             return Outcome([], None if e.iterates_null else str(e), e.iterates_null)
     if len(pairs) > MAX_RESULTS:
         return Outcome([], f"more than {MAX_RESULTS} results")
+    if const is not None:  # values only (see prepare)
+        return Outcome([const] * len(pairs))
     if mode == "values":
         return Outcome([v for _, v in pairs])
     return Outcome(pairs)  # a list of its own; the walks' paths are tuples already
@@ -198,7 +219,7 @@ def _from_remote(res: Reply, mode: Mode, obj: Any) -> Outcome:
 
 
 #: the common part of a batch's paths and each one's last run of keys (:attr:`Prepared.shared`)
-_Shared = tuple[tuple[tuple[str, ...], ...], tuple[tuple[tuple[str, ...], bool], ...]]
+_Shared = tuple[tuple[jqpath.Run, ...], tuple[tuple[jqpath.Run, bool], ...]]
 
 
 @dataclass(frozen=True)
@@ -208,32 +229,42 @@ class Prepared:
 
     requests: tuple[tuple[str, Mode], ...]
     forms: tuple[tuple[_Plain, Program | None, Mode], ...]
-    #: when every request is a plain path of keys and iterations, and all iterate the same
-    #: places (the template and id paths of ``.spec.replicatedJobs[]``; one path alone; paths
-    #: that do not iterate): that common part (the paths' :func:`~webhook.jq.paths.segments`
-    #: but the last) and each path's last run of keys, for :func:`~webhook.jq.paths.walk_shared`
+    #: when every request is a plain path of keys and iterations (guards too), and all
+    #: iterate the same places (the template and id paths of ``(.spec.replicatedJobs //
+    #: empty)[]``; one path alone; paths that do not iterate): that common part (the paths'
+    #: :func:`~webhook.jq.paths.segments` but the last) and each path's last run of keys, for
+    #: :func:`~webhook.jq.paths.walk_shared`
     shared: _Shared | None = None
+    #: the place and text of each request with a constant tail (``P // empty | "name"``), whose
+    #: values :func:`walked` replaces by the text
+    consts: tuple[tuple[int, str], ...] = ()
 
 
 def prepare(batch: Sequence[tuple[str, Mode]]) -> Prepared:
     """The batch ready to :meth:`Engine.evaluate` on any number of objects."""
     forms: list[tuple[_Plain, Program | None, Mode]] = []
-    for expr, mode in batch:
+    consts: list[tuple[int, str]] = []
+    for i, (expr, mode) in enumerate(batch):
         if mode == "compile":
             forms.append((None, None, mode))
             continue
         found = _plain(expr)
+        if found is not None and (text := found[3]) is not None:
+            if mode == "paths":  # ``path("name")`` is an error: the evaluator says which
+                found = None
+            else:
+                consts.append((i, text))
         forms.append((found, native(expr) if found is None else None, mode))
-    return Prepared(tuple(batch), tuple(forms), _shared(forms))
+    return Prepared(tuple(batch), tuple(forms), _shared(forms), tuple(consts))
 
 
 def _shared(forms: list[tuple[_Plain, Program | None, Mode]]) -> _Shared | None:
     """:attr:`Prepared.shared` of a batch of these forms."""
-    segs: list[tuple[tuple[str, ...], ...]] = []
+    segs: list[tuple[jqpath.Run, ...]] = []
     for found, _, mode in forms:
         if found is None or mode == "compile":
             return None
-        _, chain, runs = found
+        _, chain, runs, _, _ = found
         if runs is None:  # keys only (a chain): one run, no iteration
             if chain is None:
                 return None
@@ -255,8 +286,10 @@ def walked(prepared: Prepared, obj: Any) -> list[list[Any]] | None:
     if prepared.shared is None:
         return None
     shared = jqpath.walk_shared(*prepared.shared, obj)
-    if shared is None or len(shared[0]) > MAX_RESULTS:  # all are as long
+    if shared is None or any(len(found) > MAX_RESULTS for found in shared):
         return None
+    for i, text in prepared.consts:
+        shared[i] = [text] * len(shared[i])
     return shared
 
 

@@ -21,14 +21,19 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
 from webhook.base.jsonpointer import PathToken
-from webhook.jq.syntax import FIELD, NUMBER, OP, STRING, TokenizeError, tokenize
+from webhook.jq.syntax import FIELD, IDENT, NUMBER, OP, STRING, TokenizeError, tokenize
 
 __all__ = [
+    "GStep",
+    "Guard",
+    "GuardedRun",
     "Index",
     "Iterate",
     "Key",
+    "Run",
     "Step",
     "WalkError",
+    "parse_guarded",
     "parse_plain",
     "segments",
     "walk",
@@ -58,6 +63,20 @@ class Iterate:
 
 Step = Key | Index | Iterate
 
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """``(P // empty)``: the next ``n`` steps (keys and indices: P) are followed, and where
+    they end at null or false there is nothing (not an error, not "absent"). A wrong type
+    inside P is the same error as without the guard: libjq 1.8's ``//`` does not suppress
+    the errors of its left side (``.a // empty`` on ``3`` fails; tests/jq/test_jqpath.py).
+    Only :func:`parse_guarded` gives it, never :func:`parse_plain`."""
+
+    n: int
+
+
+GStep = Step | Guard
+
 #: Larger indices go to libjq: it converts them through a double and a C ``int``.
 _MAX_PLAIN_INDEX: Final = 2**31 - 1
 
@@ -71,13 +90,36 @@ def parse_plain(expr: str) -> tuple[Step, ...] | None:
     Anything else (``?``, ``//``, slices, negative or huge indices, functions, variables, commas,
     interpolated strings) returns None and must be evaluated by libjq.
     """
+    found = _parse(expr, False)
+    if found is None:
+        return None
+    steps, _ = found
+    return steps  # type: ignore[return-value]  # no Guard without guards
+
+
+def parse_guarded(expr: str) -> tuple[tuple[GStep, ...], str | None] | None:
+    """A plain path (:func:`parse_plain`) that may also guard segments, and its constant tail:
+    ``(steps, constant)``, or None for anything else.
+
+    A guard is ``P // empty`` (a whole segment, ``//`` binding tighter than ``|``) or
+    ``(P // empty)`` followed by more steps, where P is a segment of keys and indices (no
+    iteration): it yields P's one value when that is neither null nor false, else nothing;
+    an error inside P stays an error, as in libjq 1.8. It is the step :class:`Guard` before
+    P's steps.
+    The constant is a last segment ``| "text"`` (a string without interpolation): each
+    location's value is that string (values only; ``path()`` of it is an error).
+    """
+    return _parse(expr, True)
+
+
+def _parse(expr: str, guards: bool) -> tuple[tuple[GStep, ...], str | None] | None:
     try:
         toks = tokenize(expr)
     except TokenizeError:
         return None
     if not toks:
         return None
-    steps: list[Step] = []
+    steps: list[GStep] = []
     i, n = 0, len(toks)
 
     def at(j: int, kind: str, text: str | None = None) -> bool:
@@ -98,26 +140,25 @@ def parse_plain(expr: str) -> tuple[Step, ...] | None:
                 return j + 3
         return None
 
-    while True:
-        # Segment head: ``.name``, ``."str"``, ``.[...]`` or a bare ``.``.
+    def head(i: int) -> int | None:
+        """Parse a segment head at ``i`` (``.name``, ``."str"``, ``.[...]``, a bare ``.``)."""
         if at(i, FIELD):
             steps.append(Key(toks[i].text[1:]))
-            i += 1
-        elif at(i, OP, "."):
-            i += 1
-            if at(i, STRING):
-                if toks[i].value is None:
-                    return None
-                steps.append(Key(toks[i].value or ""))
-                i += 1
-            elif at(i, OP, "["):
-                j = bracket(i)
-                if j is None:
-                    return None
-                i = j
-        else:
+            return i + 1
+        if not at(i, OP, "."):
             return None
-        # Postfix steps.
+        i += 1
+        if at(i, STRING):
+            if toks[i].value is None:
+                return None
+            steps.append(Key(toks[i].value or ""))
+            return i + 1
+        if at(i, OP, "["):
+            return bracket(i)
+        return i
+
+    def postfix(i: int) -> int | None:
+        """Parse the postfix steps at ``i``; the index after them, or None if not plain."""
         while i < n:
             if at(i, FIELD):
                 steps.append(Key(toks[i].text[1:]))
@@ -134,11 +175,44 @@ def parse_plain(expr: str) -> tuple[Step, ...] | None:
                 i += 2
             else:
                 break
+        return i
+
+    def guard(start: int, i: int) -> int | None:
+        """``// empty`` at ``i`` after the segment that began at step ``start``: the guard
+        inserted before it; the index after ``empty``, or None when the segment iterates."""
+        if not (at(i, OP, "//") and at(i + 1, IDENT, "empty")):
+            return None
+        if any(not isinstance(s, Key | Index) for s in steps[start:]):
+            return None
+        steps.insert(start, Guard(len(steps) - start))
+        return i + 2
+
+    while True:
+        start = len(steps)
+        found: int | None
+        if guards and at(i, OP, "("):  # ``(P // empty)`` then postfix steps
+            found = head(i + 1)
+            found = postfix(found) if found is not None else None
+            found = guard(start, found) if found is not None else None
+            if found is None or not at(found, OP, ")"):
+                return None
+            found = postfix(found + 1)
+        else:
+            found = head(i)
+            found = postfix(found) if found is not None else None
+            if guards and found is not None and at(found, OP, "//"):
+                found = guard(start, found)
+        if found is None:
+            return None
+        i = found
         if i == n:
-            return tuple(steps)
+            return tuple(steps), None
         if not at(i, OP, "|"):
             return None
         i += 1
+        if guards and at(i, STRING) and i + 1 == n:
+            text = toks[i].value
+            return (tuple(steps), text) if text is not None else None
 
 
 class WalkError(ValueError):
@@ -153,13 +227,14 @@ class WalkError(ValueError):
         self.iterates_null = message == "Cannot iterate over null (null)"
 
 
-def walk(steps: Sequence[Step], obj: Any) -> list[tuple[tuple[PathToken, ...], Any]]:
+def walk(steps: Sequence[GStep], obj: Any) -> list[tuple[tuple[PathToken, ...], Any]]:
     """Evaluate plain ``steps`` on ``obj``: ``(path, value)`` pairs as libjq's ``path()`` gives.
 
     Order is libjq's (depth first; objects in insertion order), which also decides which error
     is raised first. Values are the objects inside ``obj``, not copies. A missing key or
     out-of-range index yields None at that location; indexing or iterating a value of the wrong
-    type raises :class:`WalkError` with libjq's message. Iterative: any number of steps.
+    type raises :class:`WalkError` with libjq's message. A :class:`Guard` yields nothing where
+    its chain ends at null or false. Iterative but for guards: any number of steps.
     """
     out: list[tuple[tuple[PathToken, ...], Any]] = []
     last = len(steps)
@@ -193,6 +268,13 @@ def walk(steps: Sequence[Step], obj: Any) -> list[tuple[tuple[PathToken, ...], A
                     raise WalkError(f"Cannot iterate over {_kind(value)} ({_trunc(_dump(value))})")
                 todo.extend((k + 1, item, (*path, tok)) for tok, item in reversed(items))
                 break
+            elif isinstance(step, Guard):
+                # P has no iteration: one location, or the error any walk of it raises
+                ((sub, value),) = walk(steps[k + 1 : k + 1 + step.n], value)
+                if value is None or value is False:
+                    break  # nothing here
+                path += sub
+                k += step.n
             else:
                 raise TypeError(f"not a plain path step: {step!r}")
             k += 1
@@ -201,27 +283,55 @@ def walk(steps: Sequence[Step], obj: Any) -> list[tuple[tuple[PathToken, ...], A
     return out
 
 
-def segments(steps: Sequence[Step]) -> tuple[tuple[str, ...], ...] | None:
+@dataclass(frozen=True, slots=True)
+class GuardedRun:
+    """A run of keys (:func:`segments`) with guards in it: ``items`` are its keys and, for
+    each :class:`Guard`, the tuple of the keys it covers; ``keys`` are all of them in order
+    (the location's tokens)."""
+
+    items: tuple[str | tuple[str, ...], ...]
+    keys: tuple[str, ...]
+
+
+#: a run of keys between two iterations: a tuple of keys, or one with guards
+Run = tuple[str, ...] | GuardedRun
+
+
+def segments(steps: Sequence[GStep]) -> tuple[Run, ...] | None:
     """A path of object keys and iterations as the runs of keys between its iterations
-    (``.spec.jobs[].template`` → ``(("spec", "jobs"), ("template",))``); None when a step is
-    an index."""
-    out: list[tuple[str, ...]] = []
-    run: list[str] = []
-    for step in steps:
+    (``.spec.jobs[].template`` → ``(("spec", "jobs"), ("template",))``; a run with a guard
+    is a :class:`GuardedRun`); None when a step is an index."""
+    out: list[Run] = []
+    run: list[str | tuple[str, ...]] = []
+    k, last = 0, len(steps)
+
+    def close() -> Run:
+        if all(type(item) is str for item in run):
+            return tuple(run)  # type: ignore[arg-type]  # keys only
+        keys = tuple(k for item in run for k in ((item,) if isinstance(item, str) else item))
+        return GuardedRun(tuple(run), keys)
+
+    while k < last:
+        step = steps[k]
         if isinstance(step, Key):
             run.append(step.name)
         elif isinstance(step, Iterate):
-            out.append(tuple(run))
+            out.append(close())
             run = []
+        elif isinstance(step, Guard):
+            chain = steps[k + 1 : k + 1 + step.n]
+            if not all(isinstance(s, Key) for s in chain):
+                return None
+            run.append(tuple(s.name for s in chain))  # type: ignore[union-attr]
+            k += step.n
         else:
             return None
-    out.append(tuple(run))
+        k += 1
+    out.append(close())
     return tuple(out)
 
 
-def walk_objects(
-    segs: tuple[tuple[str, ...], ...], obj: Any
-) -> list[tuple[tuple[PathToken, ...], Any]] | None:
+def walk_objects(segs: tuple[Run, ...], obj: Any) -> list[tuple[tuple[PathToken, ...], Any]] | None:
     """What :func:`walk` gives for the path of :func:`segments` ``segs``, on an object where
     every key is looked up in an object (or null) and every iteration is over a list or an
     object; None otherwise, and then :func:`walk` says what happens (an error, or nothing
@@ -238,14 +348,15 @@ def chain_expression(keys: Sequence[str]) -> str:
 
 
 def walk_shared(
-    prefix: tuple[tuple[str, ...], ...], tails: tuple[tuple[tuple[str, ...], bool], ...], obj: Any
+    prefix: tuple[Run, ...], tails: tuple[tuple[Run, bool], ...], obj: Any
 ) -> list[list[Any]] | None:
     """For each ``(tail, paths)`` of ``tails``: what :func:`walk_objects` gives for the path
     ``prefix + (tail,)`` (its values only, unless ``paths``), walking their common ``prefix``
-    once; None when it would decline any of them. Each list is as long as the prefix's."""
+    once; None when it would decline any of them. Each list is as long as the prefix's, but
+    for a tail with a guard, which leaves out the locations where it yields nothing."""
     level: list[tuple[tuple[PathToken, ...], Any]] = [((), obj)]
     for keys in prefix:  # each run of keys, then an iteration
-        run = _run(level, keys, True)
+        run = _run(level, keys, True) if type(keys) is tuple else _run_guarded(level, keys, True)
         if run is None:
             return None
         nxt: list[tuple[tuple[PathToken, ...], Any]] = []
@@ -259,7 +370,10 @@ def walk_shared(
         level = nxt
     out: list[list[Any]] = []
     for keys, paths in tails:
-        found = _run(level, keys, paths)
+        if type(keys) is tuple:
+            found = _run(level, keys, paths)
+        else:
+            found = _run_guarded(level, keys, paths)
         if found is None:
             return None
         out.append(found)
@@ -280,6 +394,34 @@ def _run(
             elif value is not None:
                 return None
         out.append((path + keys, value) if paths else value)
+    return out
+
+
+def _run_guarded(
+    level: list[tuple[tuple[PathToken, ...], Any]], run: Run, paths: bool
+) -> list[Any] | None:
+    """:func:`_run` of a :class:`GuardedRun`: a location whose guard yields nothing is left
+    out."""
+    assert isinstance(run, GuardedRun)
+    out: list[Any] = []
+    keys = run.keys
+    for path, value in level:
+        for item in run.items:
+            if type(item) is str:
+                if type(value) is dict:
+                    value = value.get(item)
+                elif value is not None:
+                    return None
+                continue
+            for key in item:
+                if type(value) is dict:
+                    value = value.get(key)
+                elif value is not None:
+                    return None
+            if value is None or value is False:
+                break
+        else:
+            out.append((path + keys, value) if paths else value)
     return out
 
 
