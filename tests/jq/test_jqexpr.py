@@ -195,7 +195,11 @@ def test_guarded_paths_are_walked_together_with_the_same_outcomes(
     assert prepared.shared is not None
     alone = dataclasses.replace(prepared, shared=None)
     extra = [{"spec": {"jobs": {"x": False, "y": {"name": None}}}}, {"spec": {"jobs": False}}]
-    cases = [*_shared_cases(), *extra, {"spec": "text"}, {"spec": None}, {}, 5, None, "s", [1]]
+    # Every shared case but the one past MAX_RESULTS (1.5 million entries, a minute and a half
+    # here): the bound is the shared walk's, which a guard only filters, and
+    # test_paths_iterating_the_same_places_are_walked_once_with_the_same_outcomes holds it.
+    shared = _shared_cases()[:-1]
+    cases = [*shared, *extra, {"spec": "text"}, {"spec": None}, {}, 5, None, "s", [1]]
     for obj in cases:
         outs = ENGINE.evaluate(alone, obj)
         assert ENGINE.evaluate(prepared, obj) == outs, obj
