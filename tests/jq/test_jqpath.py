@@ -476,8 +476,15 @@ def test_render_round_trips_through_parse_plain() -> None:
 GUARDED: list[tuple[str, tuple[GStep, ...], str | None]] = [
     (
         "(.spec.replicatedJobs // empty)[].template.spec.template",
-        (*(Guard(2), Key("spec"), Key("replicatedJobs"), Iterate(), Key("template")),)
-        + (Key("spec"), Key("template")),
+        (
+            Guard(2),
+            Key("spec"),
+            Key("replicatedJobs"),
+            Iterate(),
+            Key("template"),
+            Key("spec"),
+            Key("template"),
+        ),
         None,
     ),
     (
