@@ -17,20 +17,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
 from kubernetes.client.exceptions import ApiException
 
 from webhook.admission import conditions
 from webhook.admission.state import State
 from webhook.base.limits import STATUS_ERRORS, STATUS_MESSAGE_CHARS
-from webhook.cluster.api import Ticker, log_event, request
-from webhook.cluster.kartastatus import MERGE_PATCH, api_reason
-from webhook.cluster.lease import LeaseElector
+from webhook.cluster.api import log_event
 from webhook.cluster.listwatch import Gone, ListWatch, resource_version
+from webhook.cluster.statuswrite import LeaderStatusWriter, WriterOptions, object_generation
 from webhook.mutation.policy import Policy
 from webhook.mutation.policyfile import PolicyError
 from webhook.mutation.policyobject import (
@@ -55,12 +53,6 @@ class Seen:
     obj: Mapping[str, Any]
     policy: Policy | None
     errors: tuple[str, ...] = ()
-
-
-def _generation(obj: Mapping[str, Any]) -> int | None:
-    meta = obj.get("metadata")
-    g = meta.get("generation") if isinstance(meta, Mapping) else None
-    return g if isinstance(g, int) and not isinstance(g, bool) else None
 
 
 def accepted(seen: Seen, over: tuple[str, ...] = ()) -> conditions.Condition:
@@ -100,8 +92,8 @@ class PolicySync(ListWatch[Seen]):
         self._absent_said = False
 
     def digest(self, name: str, obj: dict[str, Any], previous: Seen | None) -> Seen:
-        same = previous is not None and _generation(previous.obj) == _generation(obj)
-        if previous is not None and same and _generation(obj) is not None:
+        same = previous is not None and object_generation(previous.obj) == object_generation(obj)
+        if previous is not None and same and object_generation(obj) is not None:
             return Seen(obj, previous.policy, previous.errors)  # a status write: same spec
         try:
             return Seen(obj, self.parse(obj))
@@ -163,36 +155,21 @@ class NamespacePolicySync(PolicySync):
         self.state.set_namespaced_policies(policies)
 
 
-class PolicyStatus(Ticker):
+class PolicyStatus(LeaderStatusWriter):
     """Writes the KartaPolicies' ``Accepted`` condition while leading (``elector`` None:
     always); fed by :meth:`PolicySync.publish`."""
 
     thread_name = "karta-policy-status"
     error_event = "policy-status.error"
+    failed_event = "policy.status-failed"
 
     def __init__(
-        self,
-        api: Any,
-        *,
-        elector: LeaseElector | None,
-        namespaced: bool = False,
-        retry_seconds: float = 2.0,
-        resync_seconds: float = 300.0,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        self, api: Any, *, namespaced: bool = False, **options: Unpack[WriterOptions]
     ) -> None:
-        super().__init__(retry_seconds)
-        self.api = api
-        self.elector = elector
+        super().__init__(api, **options)
         self.namespaced = namespaced
-        self.resync_seconds = resync_seconds
-        self.now = now
-        self.writes = 0
         self._items: dict[str, Seen] = {}
         self._over: dict[str, tuple[str, ...]] = {}
-        self._was_leader = False
-        self._last_pass = 0.0
-        self._patched_from: dict[str, str] = {}
-        self.failed: dict[str, str] = {}
 
     def on_change(
         self, items: dict[str, Seen], over: dict[str, tuple[str, ...]] | None = None
@@ -201,9 +178,6 @@ class PolicyStatus(Ticker):
         self._over = over or {}
         self._dirty = True
         self._wake.set()
-
-    def _leading(self) -> bool:
-        return self.elector is None or self.elector.is_leader()
 
     def reconcile(self) -> int:
         if not self._leading():
@@ -217,7 +191,7 @@ class PolicyStatus(Ticker):
             rv = resource_version(seen.obj)
             if rv and self._patched_from.get(name) == rv:
                 continue  # our patch is on its way back through the watch
-            generation = _generation(seen.obj)
+            generation = object_generation(seen.obj)
             current = conditions.current_conditions(seen.obj)
             want = accepted(seen, self._over.get(name, ()))
             new = conditions.merged(current, [want], generation, now)
@@ -229,42 +203,12 @@ class PolicyStatus(Ticker):
         return wrote
 
     def _patch(self, name: str, rv: str, new: list[dict[str, Any]], status: str) -> bool:
-        body: dict[str, Any] = {"status": {"conditions": new}}
-        if rv:
-            body["metadata"] = {"resourceVersion": rv}
         if self.namespaced:
             namespace, _, name = name.partition("/")
             path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{NAMESPACED_PLURAL}/{name}"
         else:
             path = f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}"
-        path += "/status"
-        try:
-            request(self.api, "PATCH", path, body=body, content_type=MERGE_PATCH)
-        except ApiException as e:
-            if e.status == 404:
-                return False
-            if e.status == 409:
-                self._dirty = True
-                return False
-            reason = api_reason(e)
-            if self.failed.get(name) != reason:
-                log_event("policy.status-failed", logging.WARNING, name=name, error=reason)
-            self.failed[name] = reason
-            self._dirty = True
+        if not self.write_status(name, rv, path + "/status", {"conditions": new}):
             return False
-        self.failed.pop(name, None)
-        if rv:
-            self._patched_from[name] = rv
-        self.writes += 1
         log_event("policy.status", name=name, accepted=status)
         return True
-
-    def step(self) -> None:
-        leading = self._leading()
-        became = leading and not self._was_leader
-        self._was_leader = leading
-        if not leading:
-            return
-        due = time.monotonic() - self._last_pass >= self.resync_seconds
-        if self._dirty or became or due:
-            self.reconcile()
