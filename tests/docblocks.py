@@ -9,12 +9,15 @@ A command block is a fenced block whose info string is ``sh``, ``bash``, ``shell
 * ``<!-- needs: WHY -->``: it needs what a test cannot have (a real cluster with running pods,
   docker, the network for pip), said in WHY.
 
-Blocks may be indented (inside a list item): their text comes back dedented.
+Blocks may be indented (inside a list item): their text comes back dedented. A test runs them
+in :func:`cli_env`, where ``karta-webhook`` is this checkout's CLI.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,3 +144,19 @@ def matches(expected: list[str], actual: list[str]) -> bool:
     if expected[0].strip() == "...":
         return any(matches(expected[1:], actual[k:]) for k in range(len(actual) + 1))
     return bool(actual) and actual[0] == expected[0] and matches(expected[1:], actual[1:])
+
+
+def cli_env(tmp: Path) -> dict[str, str]:
+    """An environment whose ``karta-webhook`` is this checkout's CLI (as ``pip install .``
+    makes it, from the console-script entry point), in ``tmp/bin``."""
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    exe = bin_dir / "karta-webhook"
+    exe.write_text(
+        f"#!{sys.executable}\nimport sys\nfrom webhook.cli.main import main\nsys.exit(main())\n"
+    )
+    exe.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env

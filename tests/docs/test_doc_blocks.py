@@ -6,17 +6,24 @@ operations of install.md section 2e."""
 from __future__ import annotations
 
 import base64
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import docblocks
 import pytest
 import yaml
-from docblocks import DOCS, ROOT, block, command_blocks, console_commands, matches, parse
+from docblocks import (
+    DOCS,
+    ROOT,
+    block,
+    cli_env,
+    command_blocks,
+    console_commands,
+    matches,
+    parse,
+)
 
 README_MAX_LINES = 250
 
@@ -100,26 +107,10 @@ def test_readme_is_read_in_five_minutes() -> None:
     assert n <= README_MAX_LINES, f"README.md has {n} lines, at most {README_MAX_LINES}"
 
 
-def _on_path(tmp: Path) -> dict[str, str]:
-    """An environment whose ``karta-webhook`` is this checkout's CLI (as ``pip install .``
-    makes it, from the console-script entry point)."""
-    bin_dir = tmp / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    exe = bin_dir / "karta-webhook"
-    exe.write_text(
-        f"#!{sys.executable}\nimport sys\nfrom webhook.cli.main import main\nsys.exit(main())\n"
-    )
-    exe.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return env
-
-
 def test_readme_cli_tour(tmp_path: Path) -> None:
     """The 30-second tour, each ``$`` command run from the repository root; what it prints is
     what README shows (``...`` standing for the lines left out)."""
-    env = _on_path(tmp_path)
+    env = cli_env(tmp_path)
     commands = console_commands(block("README.md", "readme-cli-tour"))
     assert len(commands) >= 2
     for cmd, expected in commands:
@@ -148,7 +139,7 @@ def test_install_gitops_operations(tmp_path: Path) -> None:
     yaml.safe_load((tmp_path / "overlay" / "kustomization.yaml").read_text())
     (tmp_path / "manifests").symlink_to(ROOT / "manifests")
     (tmp_path / "policy.yaml").write_text("operations: [CREATE, UPDATE]\nrules: []\n")
-    env = _on_path(tmp_path)
+    env = cli_env(tmp_path)
     subprocess.run(
         ["karta-webhook", "certs", "--out", "certs", "--service", "karta-webhook",
          "--namespace", "karta-system"],

@@ -16,12 +16,11 @@ import signal
 import socket
 import ssl
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
-from docblocks import block
+from docblocks import block, cli_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,20 +29,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _env(tmp: Path) -> dict[str, str]:
-    bin_dir = tmp / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    exe = bin_dir / "karta-webhook"
-    exe.write_text(
-        f"#!{sys.executable}\nimport sys\nfrom webhook.cli.main import main\nsys.exit(main())\n"
-    )
-    exe.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return env
 
 
 def _healthy(port: int, ca: Path) -> bool:
@@ -64,7 +49,7 @@ def test_readme_serve_and_talk_to_the_server(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     (work / "examples").symlink_to(ROOT / "examples")
-    env = _env(tmp_path)
+    env = cli_env(tmp_path)
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
