@@ -1,6 +1,7 @@
 """Fixtures of the end-to-end suite against a real kube-apiserver (see ``kapi.py``).
 
-One control plane for the whole run (``plane``), a fresh namespace per test (``ns``), and the
+One control plane for the whole run (``plane``), one of a test's own when it needs a new
+cluster (``fresh_plane``), a fresh namespace per test (``ns``), and the
 CRDs: Karta's own from ``manifests/base`` and the workload kinds' real CRDs
 (``workload_crds``). In CI (``CI`` set) a control plane that is not built is a failure, never a
 skip; elsewhere the skip says how to build it. When a test fails, the summary names the folder
@@ -9,10 +10,11 @@ with the apiserver's, etcd's and the webhook servers' logs (pytest keeps the las
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,10 @@ KARTA_CRD = kapi.ROOT / "manifests" / "base" / "crd-kartas.yaml"
 OWN_CRDS = kapi.ROOT / "tests" / "crds"
 
 
-@pytest.fixture(scope="session")
-def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kapi.ControlPlane]:
+@contextlib.contextmanager
+def _started(where: Callable[[], Path]) -> Iterator[kapi.ControlPlane]:
+    """A control plane started in the folder ``where()`` makes, stopped at the end; when it is
+    not built, a skip (a failure in CI) before ``where`` is called."""
     try:
         tools = kapi.tools_dir()
         kapi.kubectl_binary()
@@ -35,15 +39,31 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kapi.ControlPlan
         if os.environ.get("CI"):
             pytest.fail(f"CI: {e}", pytrace=False)
         pytest.skip(str(e))
-    d = tmp_path_factory.mktemp("kapi")
-    _run_dirs.append(d.parent)
-    p = kapi.start(d, tools)
+    p = kapi.start(where(), tools)
     try:
-        p.apply(KARTA_CRD.read_text())
-        p.wait_established("kartas.run.ai")
         yield p
     finally:
         p.stop()
+
+
+@pytest.fixture(scope="session")
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kapi.ControlPlane]:
+    def run_dir() -> Path:
+        d = tmp_path_factory.mktemp("kapi")
+        _run_dirs.append(d.parent)
+        return d
+
+    with _started(run_dir) as p:
+        p.apply(KARTA_CRD.read_text())
+        p.wait_established("kartas.run.ai")
+        yield p
+
+
+@pytest.fixture
+def fresh_plane(tmp_path: Path) -> Iterator[kapi.ControlPlane]:
+    """A control plane of this test's own, with nothing installed (not even Karta's CRD)."""
+    with _started(lambda: tmp_path / "kapi") as p:
+        yield p
 
 
 @pytest.fixture

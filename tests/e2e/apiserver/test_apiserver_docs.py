@@ -8,8 +8,9 @@ namespace (exit 2). Then the block as written, in a shell whose ``kubectl`` is t
 is the port (8443 in the doc, a free one here). It must end with every bundled Karta's status
 conditions written by the server it started, and no failed status write in the server's log.
 
-The control plane is this test's own (not the session's): the block registers cluster-wide
-webhook configurations and takes the namespace ``karta-system``, as it would on a new cluster.
+The control plane is this test's own (``fresh_plane``, not the session's): the block registers
+cluster-wide webhook configurations and takes the namespace ``karta-system``, as it would on a
+new cluster.
 """
 
 from __future__ import annotations
@@ -19,29 +20,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import kapi
-import pytest
 from docblocks import block
 from hooks import serve_env
-
-
-@pytest.fixture
-def fresh_plane(tmp_path: Path) -> Iterator[kapi.ControlPlane]:
-    try:
-        tools = kapi.tools_dir()
-        kapi.kubectl_binary()
-    except kapi.ToolsMissing as e:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI: {e}", pytrace=False)
-        pytest.skip(str(e))
-    p = kapi.start(tmp_path / "kapi", tools)
-    try:
-        yield p
-    finally:
-        p.stop()
 
 
 def newcomer_env(plane: kapi.ControlPlane, tmp: Path) -> dict[str, str]:
