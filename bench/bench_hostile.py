@@ -31,17 +31,13 @@ import argparse
 import contextlib
 import json
 import multiprocessing as mp
-import os
 import selectors
 import socket
 import ssl
-import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +45,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "e2e")]
 
 from helpers import JOBSET, POLICY, load, review  # noqa: E402
-from running import SERVER_NAME, Server, free_port, raise_fd_limit, start  # noqa: E402
+from running import SERVER_NAME, Server, raise_fd_limit  # noqa: E402
+from serverrun import Calls, Memory, measure, pct, sampled_server  # noqa: E402
 
 SLOW, STALLED, SILENT, OVERSIZED = 300, 300, 2500, 4
 #: More than both workers hold together: 2 x (1000 + 4 x 1000 waiting for their ClientHello).
 OVER = 11000
-INTERVAL = 0.02  # between two measured /mutate calls
-NEW_EVERY = 5  # every fifth call on a new connection
-CALL_TIMEOUT = 10.0
 
 
 # --------------------------------------------------------------------------------- attackers
@@ -177,106 +171,7 @@ ATTACKS = [
 ]
 
 
-# --------------------------------------------------------------------------------- memory
-
-
-def _children() -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        out.setdefault(ppid, []).append(int(entry))
-    return out
-
-
-def _rss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-@dataclass
-class Memory:
-    """Peak RSS, per process and in total, of the workers and their sandbox children."""
-
-    master: int
-    worker: int = 0
-    child: int = 0
-    total: int = 0
-    children_seen: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-
-    def sample(self) -> None:
-        tree = _children()
-        workers = tree.get(self.master, [])
-        kids = [k for w in workers for k in tree.get(w, [])]
-        w_rss = [_rss(p) for p in workers]
-        c_rss = [_rss(p) for p in kids]
-        self.worker = max([self.worker, *w_rss])
-        self.child = max([self.child, *c_rss])
-        self.total = max(self.total, _rss(self.master) + sum(w_rss) + sum(c_rss))
-        self.children_seen = max(self.children_seen, len(kids))
-
-    def run(self) -> None:
-        while not self._stop.wait(0.1):
-            self.sample()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-
 # --------------------------------------------------------------------------------- the client
-
-
-@dataclass
-class Calls:
-    keep: list[float] = field(default_factory=list)
-    new: list[float] = field(default_factory=list)
-    failed: int = 0
-
-
-def measure(srv: Server, seconds: float) -> Calls:
-    body = json.dumps(review(load(JOBSET))).encode()
-    headers = {"Content-Type": "application/json"}
-    calls = Calls()
-    keep = srv.connect(CALL_TIMEOUT)
-    until = time.monotonic() + seconds
-    n = 0
-    while time.monotonic() < until:
-        n += 1
-        fresh = n % NEW_EVERY == 0
-        conn = srv.connect(CALL_TIMEOUT) if fresh else keep
-        t = time.perf_counter()
-        try:
-            conn.request("POST", "/mutate", body=body, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read()
-            ok = resp.status == 200 and b'"patch"' in data
-        except OSError:
-            ok = False
-        elapsed = time.perf_counter() - t
-        if fresh:
-            conn.close()
-        if not ok:
-            calls.failed += 1
-            if not fresh:  # start over with a new kept-alive connection
-                keep.close()
-                keep = srv.connect(CALL_TIMEOUT)
-        else:
-            (calls.new if fresh else calls.keep).append(elapsed)
-        time.sleep(INTERVAL)
-    keep.close()
-    return calls
 
 
 def cuts(srv: Server) -> dict[str, float]:
@@ -290,43 +185,29 @@ def cuts(srv: Server) -> dict[str, float]:
     return out
 
 
-def _pct(values: list[float], q: float) -> str:
-    if not values:
-        return "-"
-    if len(values) == 1:
-        return f"{values[0] * 1000:.1f}"
-    cuts = statistics.quantiles(values, n=100, method="inclusive")
-    return f"{cuts[int(q) - 1] * 1000:.1f}"
-
-
 def run_one(name: str, seconds: float, ramp: float) -> tuple[Calls, Memory, dict[str, int]]:
     """A fresh server, ``name`` attacking it (``none``: nobody), measured for ``seconds``."""
-    tmp = Path(tempfile.mkdtemp(prefix="bench-hostile-"))
-    srv = start(tmp, POLICY, ["--workers=2", "--threads=4"], metrics_port=free_port())
-    mem = Memory(srv.proc.pid)
-    sampler = threading.Thread(target=mem.run, daemon=True)
-    sampler.start()
+    body = json.dumps(review(load(JOBSET))).encode()
     stop = mp.Event()
     proc = None
-    try:
-        srv.admit("/mutate", review(load(JOBSET)))  # warm up
-        if name != "none":
-            proc = mp.Process(target=attack, args=(name, srv.port, str(srv.ca), stop))
-            proc.start()
-            time.sleep(ramp)
-        before, t = cuts(srv), time.monotonic()
-        calls = measure(srv, seconds)
-        after, t = cuts(srv), time.monotonic() - t
-        if srv.proc.poll() is not None:
-            raise SystemExit(f"the server exited:\n{srv.log.read_text()[-3000:]}")
-    finally:
-        stop.set()
-        if proc is not None:
-            proc.join(30)
-            if proc.is_alive():
-                proc.kill()
-        mem.stop()
-        srv.stop()
+    with sampled_server("bench-hostile-", POLICY) as (srv, mem):
+        try:
+            srv.admit("/mutate", review(load(JOBSET)))  # warm up
+            if name != "none":
+                proc = mp.Process(target=attack, args=(name, srv.port, str(srv.ca), stop))
+                proc.start()
+                time.sleep(ramp)
+            before, t = cuts(srv), time.monotonic()
+            calls = measure(srv, body, seconds)
+            after, t = cuts(srv), time.monotonic() - t
+            if srv.proc.poll() is not None:
+                raise SystemExit(f"the server exited:\n{srv.log.read_text()[-3000:]}")
+        finally:
+            stop.set()
+            if proc is not None:
+                proc.join(30)
+                if proc.is_alive():
+                    proc.kill()
     rate = {k: round((v - before.get(k, 0)) / t) for k, v in after.items()}
     return calls, mem, {k: v for k, v in rate.items() if v}
 
@@ -344,8 +225,8 @@ def main() -> int:
         calls, mem, rate = run_one(name, args.seconds, args.ramp)
         rows.append((name, calls, mem))
         print(
-            f"{name:20} keep-alive p50 {_pct(calls.keep, 50):>6} p99 {_pct(calls.keep, 99):>6}"
-            f" | new conn p50 {_pct(calls.new, 50):>6} p99 {_pct(calls.new, 99):>6} ms"
+            f"{name:20} keep-alive p50 {pct(calls.keep, 50):>6} p99 {pct(calls.keep, 99):>6}"
+            f" | new conn p50 {pct(calls.new, 50):>6} p99 {pct(calls.new, 99):>6} ms"
             f" | failed {calls.failed} | peak RSS worker {mem.worker / mib:.0f} MiB,"
             f" sandbox child {mem.child / mib:.0f} MiB, all {mem.total / mib:.0f} MiB"
             f" | cut/s {rate or 0}",
@@ -357,8 +238,8 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|")
     for name, calls, mem in rows:
         print(
-            f"| {name} | {_pct(calls.keep, 50)} / {_pct(calls.keep, 99)} |"
-            f" {_pct(calls.new, 50)} / {_pct(calls.new, 99)} | {calls.failed} |"
+            f"| {name} | {pct(calls.keep, 50)} / {pct(calls.keep, 99)} |"
+            f" {pct(calls.new, 50)} / {pct(calls.new, 99)} | {calls.failed} |"
             f" {mem.worker / mib:.0f} / {mem.child / mib:.0f} / {mem.total / mib:.0f} |"
         )
     return 0

@@ -34,7 +34,6 @@ import json
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -44,12 +43,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "e2e"), str(ROOT / "bench")]
 
 import yaml  # noqa: E402
-from bench_hostile import CALL_TIMEOUT, INTERVAL, NEW_EVERY, Memory, _pct  # noqa: E402
 from bench_mutate import best_us  # noqa: E402
 from bench_mutate import review as raw_review  # noqa: E402
 from helpers import JOBSET, POLICY, load, review  # noqa: E402
 from policies import amplified, most_bytes, most_entries  # noqa: E402
-from running import Server, free_port, start  # noqa: E402
+from serverrun import measure, pct, sampled_server  # noqa: E402
 
 from webhook.admission import handlers  # noqa: E402
 from webhook.admission import review as admission  # noqa: E402
@@ -174,41 +172,6 @@ def served(spec: str) -> dict[str, Any]:
     return obj
 
 
-def measure(srv: Server, body: bytes, seconds: float) -> tuple[list[float], int, int]:
-    """/mutate latencies, failures, and the size of the last response."""
-    headers = {"Content-Type": "application/json"}
-    times: list[float] = []
-    failed = size = 0
-    keep = srv.connect(CALL_TIMEOUT)
-    until, n = time.monotonic() + seconds, 0
-    while time.monotonic() < until:
-        n += 1
-        fresh = n % NEW_EVERY == 0
-        conn = srv.connect(CALL_TIMEOUT) if fresh else keep
-        t = time.perf_counter()
-        try:
-            conn.request("POST", "/mutate", body=body, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read()
-            ok = resp.status == 200 and b'"patch"' in data
-            size = len(data)
-        except OSError:
-            ok = False
-        elapsed = time.perf_counter() - t
-        if fresh:
-            conn.close()
-        if ok:
-            times.append(elapsed)
-        else:
-            failed += 1
-            if not fresh:
-                keep.close()
-                keep = srv.connect(CALL_TIMEOUT)
-        time.sleep(INTERVAL)
-    keep.close()
-    return times, failed, size
-
-
 def table_serve(seconds: float, objects: list[str]) -> None:
     print(
         f"| policy | object | /mutate p50 / p99 (ms) | failed | response | peak RSS worker /"
@@ -220,22 +183,15 @@ def table_serve(seconds: float, objects: list[str]) -> None:
         for spec in objects:
             obj = served(spec)
             body = json.dumps(review(obj, resource=obj["kind"].lower() + "s")).encode()
-            tmp = Path(tempfile.mkdtemp(prefix="bench-policy-bounds-"))
-            srv = start(tmp, text(), ["--workers=2", "--threads=4"], metrics_port=free_port())
-            mem = Memory(srv.proc.pid)
-            sampler = threading.Thread(target=mem.run, daemon=True)
-            sampler.start()
-            try:
+            with sampled_server("bench-policy-bounds-", text()) as (srv, mem):
                 srv.admit("/mutate", review(obj, resource=obj["kind"].lower() + "s"))  # warm
-                times, failed, size = measure(srv, body, seconds)
+                calls = measure(srv, body, seconds)
                 if srv.proc.poll() is not None:
                     raise SystemExit(f"the server exited:\n{srv.log.read_text()[-3000:]}")
-            finally:
-                mem.stop()
-                srv.stop()
+            times = calls.keep + calls.new
             print(
-                f"| {name} | {spec} | {_pct(times, 50)} / {_pct(times, 99)} | {failed} |"
-                f" {size / 1024:.0f} KiB | {mem.worker / MiB:.0f} / {mem.child / MiB:.0f} /"
+                f"| {name} | {spec} | {pct(times, 50)} / {pct(times, 99)} | {calls.failed} |"
+                f" {calls.size / 1024:.0f} KiB | {mem.worker / MiB:.0f} / {mem.child / MiB:.0f} /"
                 f" {mem.total / MiB:.0f} |",
                 flush=True,
             )
