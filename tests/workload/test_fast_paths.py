@@ -323,11 +323,43 @@ def test_the_flushing_thread_goes_on_after_a_failed_write(monkeypatch: pytest.Mo
         deadline = time.monotonic() + 5
         while len(calls) < 3:
             assert time.monotonic() < deadline, "the thread stopped after the failed write"
+            metrics.count_admission("mutate", "JobSet", "CREATE", "patched", 0.001)
             time.sleep(0.01)
     finally:
         stop.set()
         metrics.log.removeHandler(kept)
     assert "writing the metrics failed" in kept.messages
+
+
+def test_an_idle_flushing_thread_sleeps_until_an_admission_is_queued(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker with nothing to write is not woken on a timer (each wake of an idle process
+    costs this machine a millisecond or more of CPU); the next admission wakes it."""
+    _no_flushing_thread()
+    metrics.flush()
+    calls: list[float] = []
+    real = metrics.flush
+
+    def counted() -> None:
+        calls.append(time.monotonic())
+        real()
+
+    monkeypatch.setattr(metrics, "flush", counted)
+    stop = metrics.start_flushing(every=0.01)
+    try:
+        time.sleep(0.1)  # at most the one flush of what was queued before the thread began
+        idle = len(calls)
+        time.sleep(0.3)  # 30 of its periods: a timer would have flushed about 30 times
+        assert len(calls) == idle <= 1
+        metrics.count_admission("mutate", "JobSet", "CREATE", "patched", 0.001)
+        deadline = time.monotonic() + 5
+        while len(calls) == idle:
+            assert time.monotonic() < deadline, "the queued admission did not wake the thread"
+            time.sleep(0.01)
+    finally:
+        stop.set()
+    _no_flushing_thread()  # and a stop wakes a sleeping thread, which ends
 
 
 def test_the_last_flush_when_flushing_stops_is_logged_when_it_fails(

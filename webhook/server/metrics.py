@@ -233,6 +233,9 @@ _queued: deque[Admission] = deque()
 #: 0, as its CPU times do).
 _cpu_counted = 0.0
 _cpu_lock = threading.Lock()
+#: Set when an admission is queued and the flushers may be asleep: a flusher with nothing to
+#: write waits on it rather than on a timer, so an idle worker is not woken twice a second.
+_pending = threading.Event()
 
 
 def count_admission(
@@ -257,6 +260,8 @@ def count_admission(
     scrape can miss at most the last :data:`FLUSH_EVERY` seconds of another worker's requests,
     which the next scrape has."""
     _queued.append((webhook, kind, operation, outcome, seconds, ops, failure, cpu))
+    if not _pending.is_set():  # once per flush: no thread waits on it while one is due
+        _pending.set()
     if len(_queued) > FLUSH_AT:
         flush()
 
@@ -318,10 +323,20 @@ def count_cut(reason: str) -> None:
         _failed("connections", e)
 
 
+class _Stop(threading.Event):
+    """A flusher's stop: setting it also wakes a flusher waiting for admissions."""
+
+    def set(self) -> None:
+        super().set()
+        _pending.set()
+
+
 def start_flushing(every: float = FLUSH_EVERY) -> threading.Event:
-    """Flush from a daemon thread every ``every`` seconds until the returned event is set
-    (then once more). One per worker process, after the fork (threads do not survive one)."""
-    stop = threading.Event()
+    """Flush from a daemon thread every ``every`` seconds while admissions come in, until the
+    returned event is set (then once more). With none queued since its last flush the thread
+    waits for the next one (its CPU seconds, counted in :data:`SERVER_CPU` at each flush, wait
+    with it). One per worker process, after the fork (threads do not survive one)."""
+    stop = _Stop()
 
     def once() -> None:
         try:
@@ -330,7 +345,8 @@ def start_flushing(every: float = FLUSH_EVERY) -> threading.Event:
             log.exception("writing the metrics failed")
 
     def loop() -> None:
-        while not stop.wait(every):
+        while _pending.wait() and not stop.wait(every):
+            _pending.clear()  # admissions queued from now on set it again
             once()
         once()  # the last one too: a thread must not end on an exception nobody sees
 
