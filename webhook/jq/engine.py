@@ -33,6 +33,7 @@ from webhook.base.limits import (
     PLAIN_CACHE_BYTES,
 )
 from webhook.base.memo import Memo
+from webhook.base.waits import may_wait
 from webhook.jq import paths as jqpath
 from webhook.jq.native import evaluate as jqnative
 from webhook.jq.native.evaluate import JqError, LimitError, NeedsLibjq, Program
@@ -336,6 +337,7 @@ class Engine:
                 done = _NOT_EVALUATED  # until the sandbox answers, below
             out.append(done)
         if remote:
+            may_wait("the jq sandbox")  # on a worker's poller: a request thread evaluates it
             budget = self.timeout if timeout is None else timeout
             requests = prepared.requests
             results = self.sandbox.run([requests[i] for i in remote], obj, budget)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.admission.state import State
+from webhook.base import waits
 from webhook.base.limits import DRAIN_LIMIT, EVAL_TIMEOUT, LIVE_SAMPLES, MAX_BODY
 from webhook.jq.engine import Engine
 from webhook.jq.sandbox import Sandbox
@@ -194,6 +195,8 @@ def run(
         shares=Shares(max(64, 2 * workers)) if workers > 1 else None,
         # /mutate and /validate: the admission routes answer a POST from the body alone
         direct_paths=frozenset(path.encode() for path in _admission_paths(app)),
+        inline_paths=frozenset(path.encode() for path in _admission_paths(app, "mutate")),
+        inline=waits.attempt,
     )
 
     def ssl_context(conf: Any, default_factory: Any) -> ssl.SSLContext:
@@ -290,7 +293,10 @@ def run(
     return 0
 
 
-def _admission_paths(app: Any) -> Iterable[str]:
-    """The paths :class:`AdmissionRoutes` answers in front of ``app`` (none without it)."""
+def _admission_paths(app: Any, webhook: str | None = None) -> Iterable[str]:
+    """The paths :class:`AdmissionRoutes` answers in front of ``app`` (none without it), or
+    those of one ``webhook`` (``mutate``, ``validate``)."""
     routes = app.wsgi_app
-    return routes.routes.keys() if isinstance(routes, AdmissionRoutes) else ()
+    if not isinstance(routes, AdmissionRoutes):
+        return ()
+    return [path for path, (name, _) in routes.routes.items() if webhook in (None, name)]

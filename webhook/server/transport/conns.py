@@ -63,6 +63,15 @@ class Limits:
     #: gunicorn's parser and response (:meth:`webhook.server.transport.worker.ThreadWorker._direct`):
     #: the admission webhooks, whose app reads of the environ only what such a request has.
     direct_paths: frozenset[bytes] = frozenset()
+    #: Of ``direct_paths``, those the poller answers itself when the body is at most
+    #: ``inline_body`` bytes (no hand-off to a request thread and back): the mutating webhook's,
+    #: whose answer is computed in process. ``inline`` runs the answer there: its result, or
+    #: None when it would wait on something (then a request thread answers the request).
+    inline_paths: frozenset[bytes] = frozenset()
+    inline_body: int = 64 * 1024
+    inline: Callable[[Callable[[], tuple[bytes, bool]]], tuple[bytes, bool] | None] | None = field(
+        default=None, compare=False
+    )
 
     def framer(self) -> Framer:
         return Framer(
@@ -83,6 +92,7 @@ class Phase(Enum):
     ANSWER = "answer"  # the poller is writing its own answer (4xx)
     CLOSING = "closing"  # answered; write side shut, the rest is read and dropped
     BUSY = "busy"  # a complete request is in (or queued for) the thread pool
+    REPLY = "reply"  # the poller answered it itself and is writing the answer
 
 
 class Conn:
@@ -98,6 +108,7 @@ class Conn:
         "drained",
         "events",
         "framer",
+        "keep",
         "out",
         "paused",
         "phase",
@@ -120,6 +131,7 @@ class Conn:
         self.framer: Framer | None = None  # made with the first byte of a request
         self.events = 0
         self.out = b""
+        self.keep = False  # in REPLY: whether the connection stays open once it is written
         self.continued = False
         self.paused = False
         self.closed = False

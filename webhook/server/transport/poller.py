@@ -48,6 +48,7 @@ class Front:
         tls_context: Callable[[], ssl.SSLContext],
         on_request: Callable[[Conn], None],
         on_count: Callable[[int], None],
+        on_replied: Callable[[Conn], None] = lambda conn: None,
     ) -> None:
         self.t = Table()
         self.poller = poller
@@ -58,6 +59,7 @@ class Front:
         self._tls_context = tls_context
         self._on_request = on_request
         self._on_count = on_count
+        self._on_replied = on_replied
 
     def set_deadline(self, conn: Conn, deadline: float) -> None:
         self.t.set_deadline(conn, deadline)
@@ -119,6 +121,8 @@ class Front:
                 self.read(conn)
             elif conn.phase is Phase.ANSWER:
                 self._write(conn)
+            elif conn.phase is Phase.REPLY:
+                self._write_reply(conn)
             elif conn.phase is Phase.CLOSING:
                 self._linger(conn)
         except Exception:  # a bug here must cost one connection, not the worker
@@ -278,6 +282,31 @@ class Front:
         self.account(conn)
         self.set_deadline(conn, time.monotonic() + min(LINGER, self.limits.request_timeout))
         self._write(conn)
+
+    def reply(self, conn: Conn, data: bytes, keep: bool) -> None:
+        """Write the answer the poller computed for ``conn``'s request without blocking, then
+        hand the connection back (``on_replied``); a client that does not read it has
+        ``request_timeout`` to, as a request thread's send would give it."""
+        conn.phase = Phase.REPLY
+        conn.out, conn.keep = data, keep
+        self.set_deadline(conn, time.monotonic() + self.limits.request_timeout)
+        self._write_reply(conn)
+
+    def _write_reply(self, conn: Conn) -> None:
+        while conn.out:
+            try:
+                n = conn.sock.send(conn.out)
+            except (ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
+                self.want(conn, selectors.EVENT_WRITE)
+                return
+            except ssl.SSLWantReadError:
+                self.want(conn, selectors.EVENT_READ)
+                return
+            except (OSError, ValueError):
+                self.close(conn)
+                return
+            conn.out = conn.out[n:]
+        self._on_replied(conn)
 
     def _write(self, conn: Conn) -> None:
         try:

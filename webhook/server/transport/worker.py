@@ -37,38 +37,39 @@ the answer on the socket, head and body in one send
 (:class:`webhook.server.transport.thread_io.OneSend`), with ``request_timeout`` as the bound
 on a client that does not read it. Listeners in ``plain_ports`` are served without TLS.
 
-One exception, the admission webhooks' requests as the API server sends them: a POST to one
-of ``direct_paths`` whose head the framer found plain (:attr:`~webhook.server.transport.framing.Head.plain`:
-HTTP/1.1, a Content-Length, only fields gunicorn neither refuses nor acts on) is answered
-without gunicorn's parser, environ and response objects (:meth:`ThreadWorker._direct`), as
-gunicorn's ``handle_request`` would answer it: the same keep-alive rules, the same head. An
-A/B run measured that path at 22 % of the server's CPU per request at 150 requests/s and 30 %
-flat out (docs/performance.md). The request threads take complete requests off one queue
-(:class:`RequestThreads`).
+The admission webhooks' requests as the API server sends them (plain POSTs to one of
+``direct_paths``) skip gunicorn's parser, environ and response
+(:mod:`webhook.server.transport.direct`). Those to ``inline_paths`` (the mutating webhook's)
+with a body of at most ``inline_body`` bytes are answered by the poller itself, after the
+events at hand, and their answers written without blocking (``Phase.REPLY``): no hand-off to a
+request thread and back, which through the API server was the largest part of a mutation's
+CPU (docs/performance.md). While the poller computes one, the worker's other connections wait
+for it, as they would for the interpreter lock behind a request thread; an answer that would
+wait on something (the jq sandbox, bounded only by its deadline) is given up before it waits
+and answered by a request thread from its start (``Limits.inline``), and a client that does not
+read its answer has ``request_timeout`` to, as with a request thread. The request threads take
+complete requests off one queue (:mod:`webhook.server.transport.threads`).
 """
 
 from __future__ import annotations
 
 import errno
-import io
+import functools
 import math
 import os
-import queue
 import selectors
 import socket
 import ssl
-import threading
 import time
-from collections.abc import Callable
+from collections import deque
 from typing import Any
 
-from gunicorn import SERVER as _SERVER
 from gunicorn import http as _ghttp
 from gunicorn import sock as _gsock
-from gunicorn.util import http_date as _http_date
 from gunicorn.workers import gthread as _gthread
 
 from webhook.server.transport.conns import WAITING_FACTOR, Conn, Limits, Phase, pieces
+from webhook.server.transport.direct import encode, run_app
 from webhook.server.transport.poller import Front
 from webhook.server.transport.shares import (
     ACCEPT_BURST,
@@ -78,7 +79,11 @@ from webhook.server.transport.shares import (
     Turns,
 )
 from webhook.server.transport.thread_io import Answering, OneSend, take_body
+from webhook.server.transport.threads import Job, RequestThreads
 
+#: The heartbeat gunicorn's master watches (``timeout``, 30 s) and the check that the master
+#: is alive, at most this often: the loop goes round once per request.
+HEARTBEAT = 1.0
 #: At most one warning this often that other workers missed the turns left to them.
 MISSED_REPORT_INTERVAL = 60.0
 
@@ -106,6 +111,7 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         # read per request on the direct path (gunicorn's Config looks each up by name)
         self._keepalive = bool(self.cfg.keepalive)
         self._multiprocess = self.cfg.workers > 1
+        self._here: deque[Job] = deque()  # requests the poller answers itself, in order
 
     # ----------------------------------------------------------------------------- the loop
 
@@ -119,19 +125,25 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
             tls_context=lambda: _gsock.ssl_context(self.cfg),
             on_request=self._dispatch,
             on_count=self._count,
+            on_replied=self._replied,
         )
         self._turns.claim(os.getpid())
         self._defer_accept()
         self.poller.register(
             self.method_queue.fileno(), selectors.EVENT_READ, self.method_queue.run_callbacks
         )
+        checked = -HEARTBEAT
         while self.alive:
-            self.notify()
+            now = time.monotonic()
+            if now - checked >= HEARTBEAT:  # not per request: a system call each
+                self.notify()
+                if not self.is_parent_alive():
+                    break
+                checked = now
             self._update_accepting()
             self._poll(self._timeout())
-            if not self.is_parent_alive():
-                break
             self._front.expire()
+            self._answer_here()
         self._shutdown()
 
     def _defer_accept(self) -> None:
@@ -166,6 +178,7 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
             self.notify()
             self._poll(self._timeout())
             self._front.expire()
+            self._answer_here()
         for conn in list(self._front.t.open):
             self._front.close(conn)
         self.tpool.shutdown(wait=False)
@@ -194,8 +207,11 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
                 later.append(key)
         for key in later:  # new connections after the ones already open
             key.data(key.fileobj)
+        self._answer_here()
 
     def _timeout(self) -> float:
+        if self._here:
+            return 0.0
         due = self._front.t.next_due()
         now = time.monotonic()
         if self._accept_pause_until > now:  # accepting resumes then
@@ -326,8 +342,46 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         self._front.want(conn, 0)
         self._front.account(conn)
         self._front.t.busy += 1
-        self.tpool.submit((conn, data, body, head.target if direct else None))
+        job = (conn, data, body, head.target if direct else None)
+        if (
+            direct
+            and body is not None
+            and len(body) <= self.limits.inline_body
+            and head.target.partition(b"?")[0] in self.limits.inline_paths
+            and self.limits.inline is not None
+        ):
+            self._here.append(job)  # answered by :meth:`_answer_here`, after this event
+        else:
+            self.tpool.submit(job)
         self._front.resume()
+
+    def _answer_here(self) -> None:
+        """Answer the requests :meth:`_dispatch` left to the poller, one after another (one
+        answered may frame the next on its connection, which joins the queue: a loop, never
+        a recursion). One that would wait goes to the request threads, from its start."""
+        inline = self.limits.inline
+        while self._here:
+            job = self._here.popleft()
+            conn, _, body, target = job
+            if conn.closed or inline is None or body is None or target is None:
+                continue
+            try:
+                answered = inline(functools.partial(self._respond, conn, target, body))
+            except Exception:  # a bug here must cost one connection, not the worker
+                self.log.exception("answering on the poller failed for %s", conn.client)
+                self._front.t.busy -= 1
+                self._front.close(conn)
+                continue
+            if answered is None:
+                self.tpool.submit(job)
+                continue
+            self._front.t.busy -= 1
+            conn.served += 1
+            self._front.reply(conn, *answered)
+
+    def _replied(self, conn: Conn) -> None:
+        """The poller has written its answer to ``conn``'s request."""
+        self._next_request(conn, conn.keep)
 
     def get_thread_pool(self) -> RequestThreads:
         """The request threads (gunicorn's hook, called as the worker starts)."""
@@ -341,12 +395,16 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         """Back on the poller after a request thread answered (or failed)."""
         self._front.t.busy -= 1
         conn.served += 1
+        if keep:
+            try:
+                conn.sock.setblocking(False)  # the thread gave it a timeout
+            except OSError:
+                keep = False
+        self._next_request(conn, keep)
+
+    def _next_request(self, conn: Conn, keep: bool) -> None:
+        """``conn``'s request is answered: close it, or wait for (or frame) the next one."""
         if not keep:
-            self._front.close(conn)
-            return
-        try:
-            conn.sock.setblocking(False)
-        except OSError:
             self._front.close(conn)
             return
         now = time.monotonic()
@@ -357,7 +415,12 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
             self._front.frame(conn)
         else:
             self._front.to_idle(conn, now + self._front.keepalive)
-        if not conn.closed and conn.phase is not Phase.BUSY and conn.tls and conn.sock.pending():
+        if (
+            not conn.closed
+            and conn.phase not in (Phase.BUSY, Phase.REPLY)
+            and conn.tls
+            and conn.sock.pending()
+        ):
             self._front.read(conn)
 
     def _serve(
@@ -401,13 +464,17 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         return False
 
     def _direct(self, conn: Conn, target: bytes, body: bytes) -> bool:
-        """Answer a plain POST to one of ``direct_paths`` (see the module text) as gunicorn's
-        ``handle_request`` does, without building its request, environ and response: the
-        worker's request count and keep-alive rules, then the WSGI app with the environ keys
-        such a request has (what the admission routes and the access guard read), then one send
-        of gunicorn's head (status, ``Server``, ``Date``, ``Connection``, the app's headers)
-        and the body. The framer has checked the head as strictly as gunicorn's parser would.
-        True: keep the connection."""
+        """Answer a plain POST to one of ``direct_paths`` on a request thread
+        (:mod:`webhook.server.transport.direct`). True: keep the connection."""
+        out, keep = self._respond(conn, target, body)
+        conn.sock.sendall(out)
+        return keep
+
+    def _respond(self, conn: Conn, target: bytes, body: bytes) -> tuple[bytes, bool]:
+        """The direct path's answer and whether to keep the connection: gunicorn's request
+        count and keep-alive rules, counted once the app has answered (a request the poller
+        gave up on is counted by the request thread that answers it)."""
+        answer = run_app(self.wsgi, conn, target, body, self._multiprocess)
         self.nr += 1
         if self.nr >= self.max_requests and self.alive:
             self.log.info("Autorestarting worker after current request.")
@@ -415,123 +482,7 @@ class ThreadWorker(_BaseThreadWorker):  # type: ignore[misc]
         keep = bool(
             self.alive and self._keepalive and len(self.keepalived_conns) < self.max_keepalived
         )
-        path, _, query = target.partition(b"?")
-        client = conn.client if isinstance(conn.client, tuple) else ("", 0)
-        environ = {
-            "REQUEST_METHOD": "POST",
-            "SCRIPT_NAME": "",
-            "PATH_INFO": path.decode("latin-1"),
-            "QUERY_STRING": query.decode("latin-1"),
-            "RAW_URI": target.decode("latin-1"),
-            "SERVER_PROTOCOL": "HTTP/1.1",
-            "SERVER_PORT": str(conn.server[1]),
-            "REMOTE_ADDR": str(client[0]),
-            "CONTENT_LENGTH": str(len(body)),
-            "wsgi.input": io.BytesIO(body),
-            "wsgi.url_scheme": "https" if conn.tls else "http",
-            "wsgi.multithread": True,
-            "wsgi.multiprocess": self._multiprocess,
-            "wsgi.run_once": False,
-            "gunicorn.socket": conn.sock,
-        }
-        answer: list[Any] = []
-
-        def start_response(status: str, headers: list[tuple[str, str]], exc: Any = None) -> Any:
-            answer[:] = [status, headers]
-            return _no_write
-
-        chunks = self.wsgi(environ, start_response)
-        try:
-            out = b"".join(chunks)
-        finally:
-            close = getattr(chunks, "close", None)
-            if close is not None:
-                close()
-        status, headers = answer
-        lines = [
-            f"HTTP/1.1 {status}\r\nServer: {_SERVER}\r\nDate: {_date()}\r\n"
-            f"Connection: {'keep-alive' if keep else 'close'}\r\n"
-        ]
-        lines += [f"{name}: {str(value).strip()}\r\n" for name, value in headers]
-        if not any(name.lower() == "content-length" for name, _ in headers):
-            lines.append(f"Content-Length: {len(out)}\r\n")  # gunicorn would chunk it
-        lines.append("\r\n")
-        conn.sock.sendall("".join(lines).encode("latin-1") + out)
-        return keep
-
-
-#: The last second :func:`_date` formatted, and its text.
-_second: tuple[int, str] = (-1, "")
-
-
-def _date() -> str:
-    """gunicorn's ``Date`` (``util.http_date()``), formatted once per second: the email
-    module's formatting took a twentieth of the direct path's CPU when done per request."""
-    global _second
-    now = int(time.time())
-    last = _second
-    if last[0] != now:
-        last = _second = (now, _http_date(now))
-    return last[1]
-
-
-def _no_write(data: bytes) -> None:
-    """The ``write`` a WSGI ``start_response`` returns, for :meth:`ThreadWorker._direct`:
-    the admission routes return their answer instead."""
-    raise NotImplementedError("write() is not supported on the direct path")
-
-
-#: One complete request for a request thread: the connection, the head (or the whole request,
-#: chunked), the body of known length or None, the target when the direct path answers it.
-Job = tuple[Conn, bytes, bytes | None, bytes | None]
-
-
-class RequestThreads:
-    """The worker's request threads: each takes the next job off one queue, serves it and
-    hands the connection back with whether to keep it. What ``concurrent.futures`` would
-    add per request (a future, its condition and callbacks, the executor's bookkeeping) is
-    not needed here: the result is one bool, and the poller is told through gunicorn's
-    method queue as before. All ``threads`` start with the worker."""
-
-    def __init__(
-        self,
-        threads: int,
-        serve: Callable[[Conn, bytes, bytes | None, bytes | None], bool],
-        done: Callable[[Conn, bool], None],
-        log: Any,
-    ) -> None:
-        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
-        self._serve, self._done, self._log = serve, done, log
-        self._threads = [
-            threading.Thread(target=self._run, name=f"request-{i}", daemon=True)
-            for i in range(max(1, threads))
-        ]
-        for t in self._threads:
-            t.start()
-
-    def submit(self, job: Job) -> None:
-        self._jobs.put(job)
-
-    def _run(self) -> None:
-        take = self._jobs.get
-        while True:
-            job = take()
-            if job is None:
-                return
-            conn = job[0]
-            try:
-                keep = self._serve(*job)
-            except BaseException:  # _serve handles its own; anything else closes the connection
-                self._log.exception("request thread failed")
-                keep = False
-            self._done(conn, keep)
-
-    def shutdown(self, wait: bool = False) -> None:
-        for _ in self._threads:
-            self._jobs.put(None)
-        if wait:
-            for t in self._threads:
-                t.join()
+        return encode(answer, keep), keep
 
 
 def worker_class(limits: Limits) -> type[ThreadWorker]:
