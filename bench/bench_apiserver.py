@@ -609,7 +609,7 @@ def print_goals(rows: list[dict[str, Any]], concurrencies: list[int]) -> None:
 
 def scrape(hook: Webhook) -> dict[str, float]:
     """Our server's own account of what it spent (``/metrics``): mutate admissions, the
-    workers' CPU seconds, the request threads' CPU seconds on mutate."""
+    workers' CPU seconds, the answering threads' CPU seconds on mutate."""
     ctx = ssl.create_default_context(cafile=str(hook.ca))
     conn = http.client.HTTPSConnection("127.0.0.1", hook.port, context=ctx, timeout=10)
     conn.request("GET", "/metrics")

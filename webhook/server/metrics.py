@@ -139,8 +139,9 @@ DURATION = Histogram(
 # the whole server.
 REQUEST_CPU = Counter(
     "karta_webhook_request_cpu_seconds",
-    "CPU seconds of the request threads from reading an admission request to its encoded "
-    "answer (decode, handler, encode, count, log), by webhook; over "
+    "CPU seconds of the thread that answered an admission request (a request thread, or the "
+    "worker's poller for /mutate) from reading it to its encoded answer (decode, handler, "
+    "encode, count, log), by webhook; over "
     "karta_webhook_requests_total of the webhook, the handling's CPU per admission.",
     ["webhook"],
 )
