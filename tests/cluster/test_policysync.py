@@ -1,12 +1,26 @@
 """The Accepted condition of a policy object (issue 36 item 1): True when in force; False with
 every error at its field path when it cannot be used; False when it is left out of the policy
-in force past a bound together with the others (issue 39)."""
+in force past a bound together with the others (issue 39). Its writer keeps what it patched
+and what failed by the policy's key, ``<namespace>/<name>`` for a KartaNamespacePolicy."""
 
 from __future__ import annotations
 
-from webhook.cluster.policysync import Seen, accepted
+import logging
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+from fakeapi import FakeAPI, status
+
+from webhook.cluster.policysync import PolicyStatus, Seen, accepted
 from webhook.mutation.policyfile import PolicyError
-from webhook.mutation.policyobject import parse_policy_object
+from webhook.mutation.policyobject import (
+    GROUP,
+    NAMESPACED_PLURAL,
+    VERSION,
+    parse_namespace_policy_object,
+    parse_policy_object,
+)
 
 OBJ = {
     "apiVersion": "policies.karta-webhook.run.ai/v1alpha1",
@@ -30,3 +44,89 @@ def test_accepted_in_force_invalid_and_over_bounds() -> None:
     assert c.message.startswith("spec.rules[0] (q).labels['a b']: invalid key")
     c = accepted(good, ("rules[0] (q).labels: 300 labels ..., at most 256 in a policy",))
     assert c.status is False and c.reason == "OverBounds" and "at most 256" in c.message
+
+
+# -- PolicyStatus's bookkeeping for KartaNamespacePolicies: one key, <namespace>/<name>
+
+TEAMS = f"/apis/{GROUP}/{VERSION}/namespaces"
+REFUSED = f'{NAMESPACED_PLURAL}.{GROUP} "p" is invalid: status.conditions[0].reason: Invalid'
+
+
+def events(caplog: pytest.LogCaptureFixture, name: str) -> list[dict[str, Any]]:
+    return [
+        r.fields  # type: ignore[attr-defined]
+        for r in caplog.records
+        if getattr(r, "fields", {}).get("event") == name
+    ]
+
+
+def team_policy(namespace: str, rv: str) -> Seen:
+    obj = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "KartaNamespacePolicy",
+        "metadata": {"name": "p", "namespace": namespace, "generation": 1, "resourceVersion": rv},
+        "spec": {"rules": [{"name": "q", "labels": {"a": "b"}}]},
+    }
+    return Seen(obj, parse_namespace_policy_object(obj))
+
+
+def serve_team_patches(
+    fake: FakeAPI, monkeypatch: pytest.MonkeyPatch, refuse: set[str]
+) -> list[tuple[str, Any]]:
+    """The fake API server answers a KartaNamespacePolicy's status PATCH: 422 for a namespace
+    in ``refuse``, else 200 (the object is not changed: the watch has not brought it back
+    yet). Returns the (path, body) of every such PATCH."""
+    patched: list[tuple[str, Any]] = []
+    real = fake.handle
+
+    def handle(h: Any, method: str) -> None:
+        path = urlparse(h.path).path
+        if method != "PATCH" or not path.startswith(TEAMS + "/"):
+            return real(h, method)
+        body = h._body()
+        patched.append((path, body))
+        if path.split("/")[5] in refuse:
+            return h._send(422, status(422, "Invalid", REFUSED))  # type: ignore[no-any-return]
+        return h._send(200, body)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(fake, "handle", handle)
+    return patched
+
+
+def test_a_team_policy_patched_from_its_version_is_not_patched_again(
+    fake: FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    patched = serve_team_patches(fake, monkeypatch, refuse=set())
+    writer = PolicyStatus(fake.api(), namespaced=True, elector=None)
+    writer.on_change({"team-a/p": team_policy("team-a", "7")})
+    assert writer.reconcile() == 1
+    for _ in range(3):  # our patch has not come back through the watch yet
+        assert writer.reconcile() == 0
+    assert len(patched) == 1, [p for p, _ in patched]
+    path, body = patched[0]
+    assert path == f"{TEAMS}/team-a/{NAMESPACED_PLURAL}/p/status"
+    assert body["metadata"] == {"resourceVersion": "7"}
+    assert [c["type"] for c in body["status"]["conditions"]] == ["Accepted"]
+
+
+def test_same_named_team_policies_each_log_their_refused_write(
+    fake: FakeAPI, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    refuse = {"team-a", "team-b"}
+    patched = serve_team_patches(fake, monkeypatch, refuse)
+    writer = PolicyStatus(fake.api(), namespaced=True, elector=None)
+    writer.on_change(
+        {"team-a/p": team_policy("team-a", "7"), "team-b/p": team_policy("team-b", "9")}
+    )
+    with caplog.at_level(logging.INFO, logger="karta_webhook.kube"):
+        for _ in range(3):
+            assert writer.reconcile() == 0
+        refuse.clear()
+        assert writer.reconcile() == 2
+    error = f"HTTP 422: Unprocessable Entity: {REFUSED}"
+    assert events(caplog, "policy.status-failed") == [
+        {"event": "policy.status-failed", "name": "team-a/p", "error": error},
+        {"event": "policy.status-failed", "name": "team-b/p", "error": error},
+    ]
+    assert writer.failed == {}
+    assert len(patched) == 3 * 2 + 2

@@ -202,13 +202,15 @@ class PolicyStatus(LeaderStatusWriter):
         self._patched_from = {n: v for n, v in self._patched_from.items() if n in items}
         return wrote
 
-    def _patch(self, name: str, rv: str, new: list[dict[str, Any]], status: str) -> bool:
+    def _patch(self, key: str, rv: str, new: list[dict[str, Any]], status: str) -> bool:
+        """Patch the object ``key`` names (``<namespace>/<name>`` when namespaced, as
+        :meth:`reconcile` has it); what is patched and what failed are kept under ``key``."""
         if self.namespaced:
-            namespace, _, name = name.partition("/")
+            namespace, _, name = key.partition("/")
             path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{NAMESPACED_PLURAL}/{name}"
         else:
-            path = f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}"
-        if not self.write_status(name, rv, path + "/status", {"conditions": new}):
+            path = f"/apis/{GROUP}/{VERSION}/{PLURAL}/{key}"
+        if not self.write_status(key, rv, path + "/status", {"conditions": new}):
             return False
-        log_event("policy.status", name=name, accepted=status)
+        log_event("policy.status", name=key, accepted=status)
         return True
