@@ -293,36 +293,29 @@ class Front:
         self._write_reply(conn)
 
     def _write_reply(self, conn: Conn) -> None:
+        if self._send(conn):
+            self._on_replied(conn)
+
+    def _send(self, conn: Conn) -> bool:
+        """Send ``conn.out`` as far as the socket takes it without blocking: True when all of
+        it went; False when the rest waits for the socket (or the connection is closed)."""
         while conn.out:
             try:
                 n = conn.sock.send(conn.out)
             except (ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
                 self.want(conn, selectors.EVENT_WRITE)
-                return
+                return False
             except ssl.SSLWantReadError:
                 self.want(conn, selectors.EVENT_READ)
-                return
+                return False
             except (OSError, ValueError):
                 self.close(conn)
-                return
+                return False
             conn.out = conn.out[n:]
-        self._on_replied(conn)
+        return True
 
     def _write(self, conn: Conn) -> None:
-        try:
-            n = conn.sock.send(conn.out)
-        except (ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
-            self.want(conn, selectors.EVENT_WRITE)
-            return
-        except ssl.SSLWantReadError:
-            self.want(conn, selectors.EVENT_READ)
-            return
-        except (OSError, ValueError):
-            self.close(conn)
-            return
-        conn.out = conn.out[n:]
-        if conn.out:
-            self.want(conn, selectors.EVENT_WRITE)
+        if not self._send(conn):
             return
         conn.phase = Phase.CLOSING
         try:
