@@ -17,11 +17,13 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from clientcerts import ClientCert
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -142,6 +144,20 @@ def raise_fd_limit(want: int) -> int:
         resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
         soft = new
     return soft
+
+
+@contextmanager
+def serving(tmp: Path, policy_text: str, args: Sequence[str] = (), **kw: Any) -> Iterator[Server]:
+    """:func:`start` for a test (the same arguments): a server that does not start fails the
+    test with its exit and log; it is stopped on the way out."""
+    try:
+        server = start(tmp, policy_text, args, **kw)
+    except ServerFailed as e:
+        pytest.fail(str(e))
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def start(

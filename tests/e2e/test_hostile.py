@@ -32,6 +32,7 @@ from running import (
     TLSConn,
     free_port,
     raise_fd_limit,
+    serving,
     start,
 )
 
@@ -57,14 +58,8 @@ def hsrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         f"--request-timeout={DEADLINE}",
         f"--client-ca={ca}",
     ]
-    try:
-        server = start(tmp, POLICY, args, metrics_port=free_port(), client=client)
-    except ServerFailed as e:
-        pytest.fail(str(e))
-    try:
+    with serving(tmp, POLICY, args, metrics_port=free_port(), client=client) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _counter(srv: Server, name: str, **labels: str) -> float:

@@ -39,10 +39,9 @@ from running import (
     SERVER_NAME,
     SERVICE,
     Server,
-    ServerFailed,
     free_port,
     serve_env,
-    start,
+    serving,
 )
 
 from webhook.server import metrics
@@ -52,14 +51,8 @@ from webhook.server.certs import cert_fingerprint, write_certs
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("serve")
-    try:
-        server = start(tmp, POLICY, ["--workers=2", "--validate-timeout=1"])
-    except ServerFailed as e:
-        pytest.fail(str(e))
-    try:
+    with serving(tmp, POLICY, ["--workers=2", "--validate-timeout=1"]) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.mark.parametrize(

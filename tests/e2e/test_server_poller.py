@@ -19,7 +19,7 @@ from typing import Any
 import jsonpatch
 import pytest
 from helpers import JOBSET, POLICY, load, patch_of, review
-from running import Server, ServerFailed, start
+from running import Server, serving
 
 #: Work that costs the native evaluator more than its budget on 60 jobs (216,000 bindings), so
 #: that libjq in the sandbox evaluates the path; four levels (13 million) run to its deadline.
@@ -67,14 +67,8 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     catalog.mkdir()
     (catalog / "libjq.yaml").write_text(LIBJQ)
     (catalog / "slow.yaml").write_text(SLOW)
-    try:
-        server = start(tmp, POLICY, ["--workers=1", "--threads=1", f"--catalog={catalog}"])
-    except ServerFailed as e:
-        pytest.fail(str(e))
-    try:
+    with serving(tmp, POLICY, ["--workers=1", "--threads=1", f"--catalog={catalog}"]) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _templates(obj: dict[str, Any], r: dict[str, Any]) -> list[dict[str, Any]]:

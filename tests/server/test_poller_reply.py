@@ -54,40 +54,48 @@ def _events(front: Front, seconds: float) -> None:
         front.expire()
 
 
-@pytest.mark.parametrize("front", [30.0], indirect=True)
-def test_an_answer_the_client_reads_late_is_written_as_it_reads(
-    front: tuple[Front, list[Conn]],
-) -> None:
-    f, replied = front
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
     ours, theirs = socket.socketpair()
     with ours, theirs:
-        conn = _conn(f, ours)
-        answer = bytes(range(256)) * 4096  # 1 MiB: far more than the socket buffers hold
-        f.reply(conn, answer, True)
-        assert conn.phase is Phase.REPLY and conn.events == selectors.EVENT_WRITE
-        assert not replied  # returned at once, the rest waits for the client
-        got = b""
         theirs.settimeout(5)
-        while len(got) < len(answer):
-            got += theirs.recv(1 << 16)
-            _events(f, 0.001)
-        _events(f, 0.01)
-        assert got == answer and replied == [conn] and conn.keep is True
-        assert not conn.closed and conn.phase is Phase.IDLE
+        yield ours, theirs
+
+
+def _replying(f: Front, ours: socket.socket, answer: bytes) -> Conn:
+    """``answer`` replied on ``ours``, larger than the socket buffers: returned at once, with
+    the rest waiting for the client."""
+    conn = _conn(f, ours)
+    f.reply(conn, answer, True)
+    assert conn.phase is Phase.REPLY and conn.events == selectors.EVENT_WRITE
+    return conn
+
+
+@pytest.mark.parametrize("front", [30.0], indirect=True)
+def test_an_answer_the_client_reads_late_is_written_as_it_reads(
+    front: tuple[Front, list[Conn]], pair: tuple[socket.socket, socket.socket]
+) -> None:
+    (f, replied), (ours, theirs) = front, pair
+    answer = bytes(range(256)) * 4096  # 1 MiB
+    conn = _replying(f, ours, answer)
+    assert not replied
+    got = b""
+    while len(got) < len(answer):
+        got += theirs.recv(1 << 16)
+        _events(f, 0.001)
+    _events(f, 0.01)
+    assert got == answer and replied == [conn] and conn.keep is True
+    assert not conn.closed and conn.phase is Phase.IDLE
 
 
 @pytest.mark.parametrize("front", [0.2], indirect=True)
 def test_a_client_that_never_reads_its_answer_is_cut_at_its_deadline(
-    front: tuple[Front, list[Conn]],
+    front: tuple[Front, list[Conn]], pair: tuple[socket.socket, socket.socket]
 ) -> None:
-    f, replied = front
-    ours, theirs = socket.socketpair()
-    with ours, theirs:
-        conn = _conn(f, ours)
-        f.reply(conn, b"x" * (1 << 20), True)
-        assert conn.phase is Phase.REPLY
-        _events(f, 0.5)  # request_timeout is 0.2 s
-        assert conn.closed and not replied
+    (f, replied), (ours, _) = front, pair
+    conn = _replying(f, ours, b"x" * (1 << 20))
+    _events(f, 0.5)  # request_timeout is 0.2 s
+    assert conn.closed and not replied
 
 
 def test_waits_are_refused_only_where_no_waiting_is_asked() -> None:
