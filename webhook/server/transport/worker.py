@@ -255,7 +255,9 @@ class ThreadWorker(Accepting, _BaseThreadWorker):  # type: ignore[misc]
         while self._here:
             job = self._here.popleft()
             conn, _, body, target = job
-            if conn.closed or inline is None or body is None or target is None:
+            assert inline is not None and body is not None and target is not None  # _dispatch's
+            if conn.closed:  # closed since (the worker stopping): no longer being served
+                self._front.t.busy -= 1
                 continue
             try:
                 answered = inline(functools.partial(self._respond, conn, target, body))
