@@ -81,7 +81,7 @@ def test_every_sample_resolves_the_same_with_the_shortcut(
 def test_the_shortcut_is_taken_for_components_nobody_listed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    karta = MILVUS_BY_PARENT  # the bundled Milvus takes the general path (issue 34)
+    karta = MILVUS_BY_PARENT  # plain paths (bundled, guarded: test_by_parent_guarded.py)
     listed = set(MILVUS["spec"]["components"])
     where = locator(karta)
     batch = Batch(where.requests, ENGINE, MILVUS, where.find(MILVUS, ENGINE))

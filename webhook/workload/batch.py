@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from webhook.base.jsonpointer import Path_, pointer
-from webhook.jq.engine import Engine, Outcome, Prepared, key_chain, prepare
-from webhook.jq.paths import chain_expression
+from webhook.jq.engine import Engine, Outcome, Prepared, prepare
+from webhook.jq.paths import Guard, Key, chain_expression, parse_guarded
 from webhook.karta.fields import (
     COMPONENT_FIELDS,
     FRAGMENT_INJECTABLES,
@@ -153,13 +153,15 @@ def write_locations(
 @dataclass(frozen=True)
 class Shared:
     """A component's write fields as keys of one parent object: the parent's keys, its
-    length, the expression that gives its value, and each field's injectable, location and
-    JSON Pointer (in table order)."""
+    length, the expression that gives its value, each field's injectable, location and
+    JSON Pointer (in table order), and the id of the one instance it has when the parent is
+    an object (the constant of its ``instanceIdPath``, else the component's name)."""
 
     parent: tuple[str, ...]
     base: int
     expression: str
     fields: tuple[tuple[str, tuple[str, ...], str], ...]
+    id: str
 
 
 def shared_fields(c: Component) -> Shared | None:
@@ -168,21 +170,52 @@ def shared_fields(c: Component) -> Shared | None:
 
 
 def _shared_parent(c: Component) -> Shared | None:
-    if c.pattern != FRAGMENTED or c.exprs.get(Role.INSTANCE_ID):
+    """:class:`Shared` when every write field is the parent's keys then one more, either all
+    plain (``.spec.components.proxy.podLabels``) or all guarding exactly the parent
+    (``.spec.components.proxy // empty | .podLabels``: nothing where the parent is null, as
+    the shortcut takes it); an ``instanceIdPath`` only as that guard then a non-empty
+    constant (``.spec.components.proxy // empty | "proxy"``: one id where the parent is an
+    object, none where it is null, as the shortcut gives)."""
+    if c.pattern != FRAGMENTED:
         return None
     fields = []
+    guards = set()
     for inj in FRAGMENT_INJECTABLES:
         assert inj.fragment is not None
         expr = c.exprs.get(inj.fragment)
         if expr:
-            keys = key_chain(expr)
-            if not keys:
+            found = _guarded_keys(expr)
+            if found is None or found[2] is not None:
                 return None
+            keys, guard, _ = found
             fields.append((inj.key, keys, pointer(keys)))
+            guards.add(guard)
     parents = {keys[:-1] for _, keys, _ in fields}
-    if len(parents) != 1:
+    if len(parents) != 1 or len(guards) != 1:
         return None
-    (parent,) = parents
-    if not parent:
+    (parent,), (guard,) = parents, guards
+    if not parent or guard not in (None, len(parent)):
         return None
-    return Shared(parent, len(parent), chain_expression(parent), tuple(fields))
+    name = c.name
+    if id_expr := c.exprs.get(Role.INSTANCE_ID):
+        found = _guarded_keys(id_expr)
+        if guard is None or found is None or found[:2] != (parent, guard) or not found[2]:
+            return None
+        name = found[2]
+    return Shared(parent, len(parent), chain_expression(parent), tuple(fields), name)
+
+
+def _guarded_keys(expr: str) -> tuple[tuple[str, ...], int | None, str | None] | None:
+    """A path of object keys whose first ``n`` may be guarded (``P // empty | .key``): its
+    keys, ``n`` (None: no guard) and its constant tail (``| "name"``), or None for any other
+    expression."""
+    found = parse_guarded(expr)
+    if found is None:
+        return None
+    steps, const = found
+    guard = None
+    if steps and isinstance(steps[0], Guard):
+        guard = steps[0].n
+        steps = steps[1:]
+    keys = tuple(s.name for s in steps if isinstance(s, Key))
+    return (keys, guard, const) if len(keys) == len(steps) else None

@@ -220,12 +220,15 @@ def _template_view(c: Component, at: Places, batch: Batch, warnings: list[str]) 
 
 def _by_parent(part: Part, batch: Batch) -> ComponentView | None:
     """A component resolved without the general rules, when its write fields are object
-    keys under one parent (``.spec.components.proxy.podLabels`` and its siblings: a Milvus
-    component) and it has no ``instanceIdPath``, and that parent (its value in the batch) is
+    keys under one parent (``.spec.components.proxy.podLabels`` and its siblings, or all of
+    them behind ``.spec.components.proxy // empty |``: a Milvus component; see
+    :func:`~webhook.workload.batch.shared_fields`), and that parent (its value in the batch) is
     reached through objects only. Resolution in full would give the same: absent or null, one
-    location per field without a parent object, so no instance and no warning; an object, one
-    instance whose fields all live in it. Anything else (a value in the way that is not an
-    object: the parent's evaluation failed) is left to resolution, which reports it: None.
+    location per field without a parent object (or none: guarded), so no instance and no
+    warning; an object, one instance whose fields all live in it, with the id its
+    ``instanceIdPath`` gives (:attr:`Shared.id`). Anything else (a parent that is false or
+    not an object, a value in the way that is not an object: the parent's evaluation failed)
+    is left to resolution, which reports it: None.
     The root's fields are created where their parent is missing (see
     :func:`~webhook.karta.locations.creatable`), so for the root only an object is taken here.
     Mutation only; a describe resolves in full."""
@@ -241,5 +244,5 @@ def _by_parent(part: Part, batch: Batch) -> ComponentView | None:
         return None
     slots = {key: Slot(loc, shared.base, cur, at) for key, loc, at in shared.fields}
     implied_slots(c, slots)
-    instance = Instance(c.name, shared.fields[0][1], 1, slots=slots)
+    instance = Instance(shared.id, shared.fields[0][1], 1, slots=slots)
     return ComponentView(c.name, c.kind, c.owner_ref, (instance,))
