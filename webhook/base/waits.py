@@ -15,39 +15,24 @@ worker instead of answering for it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["WouldWait", "attempt", "may_wait", "no_waiting"]
+__all__ = ["WouldWait", "attempt", "may_wait"]
 
 T = TypeVar("T")
 
 
 class WouldWait(BaseException):
-    """Raised by :func:`may_wait` inside :func:`no_waiting`: the work would wait on ``what``."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(what)
-        self.what = what
+    """Raised by :func:`may_wait` within :func:`attempt`: the work would wait (on what the
+    message names)."""
 
 
 _here = threading.local()
 
 
-@contextmanager
-def no_waiting() -> Iterator[None]:
-    """Within this, on this thread, :func:`may_wait` raises :class:`WouldWait`."""
-    before = getattr(_here, "forbidden", False)
-    _here.forbidden = True
-    try:
-        yield
-    finally:
-        _here.forbidden = before
-
-
 def may_wait(what: str) -> None:
-    """Say that the caller is about to wait on ``what`` (raises inside :func:`no_waiting`)."""
+    """Say that the caller is about to wait on ``what`` (raises within :func:`attempt`)."""
     if getattr(_here, "forbidden", False):
         raise WouldWait(what)
 

@@ -49,7 +49,6 @@ __all__ = [
     "Mode",
     "Outcome",
     "Prepared",
-    "key_chain",
     "plain",
     "prepare",
 ]
@@ -111,13 +110,6 @@ def _plain(expr: str) -> _Plain:
             box = ((steps, chain, segs, const, is_plain),)
         _plain_cache.put(expr, box)
     return box[0]
-
-
-def key_chain(expr: str) -> tuple[str, ...] | None:
-    """The keys of a plain path made of object keys only (``.spec.components.proxy``), or
-    None (memoised like :func:`plain`)."""
-    found = _plain(expr)
-    return found[1] if found is not None else None
 
 
 def plain(expr: str) -> tuple[Step, ...] | None:
