@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +38,25 @@ def test_iterating_absent_list_is_absent_not_error() -> None:
     assert out.error and "Invalid path expression" in out.error
 
 
-def _plain_catalog_cases() -> list[Any]:
-    cases = []
+def _catalog_workload_fields() -> Iterator[tuple[str, Any, list[Any]]]:
+    """Each catalog definition's jq fields read on the workload, with its kind's stem and
+    samples."""
     for karta in load_files([catalog_dir()]):
         stem = Path(karta.source).stem
         objs = [
             obj for f in sorted((SAMPLES / stem).glob("*.yaml")) for _, obj in read_documents(f)
         ]
         for field in jq_fields(karta):
-            if field.subject == "workload" and plain(field.expr) is not None:
-                cases.append(pytest.param(field.expr, objs, id=f"{stem}:{field.path}"))
-    return cases
+            if field.subject == "workload":
+                yield stem, field, objs
+
+
+def _plain_catalog_cases() -> list[Any]:
+    return [
+        pytest.param(field.expr, objs, id=f"{stem}:{field.path}")
+        for stem, field, objs in _catalog_workload_fields()
+        if plain(field.expr) is not None
+    ]
 
 
 @pytest.mark.parametrize(("expr", "objs"), _plain_catalog_cases())
@@ -67,17 +76,11 @@ def test_native_walk_equals_libjq_on_every_catalog_path(expr: str, objs: list[An
 def _guarded_catalog_cases() -> list[Any]:
     """Every catalog expression the engine walks as a guarded form (``(P // empty)[]...``,
     ``P // empty | .template``, ``P // empty | "name"``), with its kind's samples."""
-    cases = []
-    for karta in load_files([catalog_dir()]):
-        stem = Path(karta.source).stem
-        objs = [
-            obj for f in sorted((SAMPLES / stem).glob("*.yaml")) for _, obj in read_documents(f)
-        ]
-        for field in jq_fields(karta):
-            guarded = plain(field.expr) is None and field.subject == "workload"
-            if guarded and (found := parse_guarded(field.expr)) is not None:
-                cases.append(pytest.param(field.expr, found[1], objs, id=f"{stem}:{field.path}"))
-    return cases
+    return [
+        pytest.param(field.expr, found[1], objs, id=f"{stem}:{field.path}")
+        for stem, field, objs in _catalog_workload_fields()
+        if plain(field.expr) is None and (found := parse_guarded(field.expr)) is not None
+    ]
 
 
 @pytest.mark.parametrize(("expr", "const", "objs"), _guarded_catalog_cases())

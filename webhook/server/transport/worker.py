@@ -217,11 +217,12 @@ class ThreadWorker(Accepting, _BaseThreadWorker):  # type: ignore[misc]
         head = framer.head
         known = not head.chunked
         start = end - (head.length or 0) if known else end
+        path = head.target.partition(b"?")[0]
         direct = (
             head.plain
             and known
             and head.method == b"POST"
-            and head.target.partition(b"?")[0] in self.limits.direct_paths
+            and path in self.limits.direct_paths
             and isinstance(conn.server, tuple)
         )
         with memoryview(conn.buf) as view:
@@ -237,9 +238,9 @@ class ThreadWorker(Accepting, _BaseThreadWorker):  # type: ignore[misc]
         job = (conn, data, body, head.target if direct else None)
         if (
             direct
+            and path in self.limits.inline_paths
             and body is not None
             and len(body) <= self.limits.inline_body
-            and head.target.partition(b"?")[0] in self.limits.inline_paths
             and self.limits.inline is not None
         ):
             self._here.append(job)  # answered by :meth:`_answer_here`, after this event
