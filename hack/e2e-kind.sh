@@ -17,7 +17,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CLUSTER="${CLUSTER:-karta-e2e}"
-IMAGE="${IMAGE:-ghcr.io/karta-webhook/karta-webhook:0.1.0}"
+IMAGE="${IMAGE:-ghcr.io/karta-webhook/karta-webhook:0.2.0}"
 JOBSET_VERSION="${JOBSET_VERSION:-v0.8.2}"
 NS=karta-system
 CTX="kind-${CLUSTER}"

@@ -1,3 +1,3 @@
 """karta-webhook: Kubernetes admission webhooks driven by Karta workload definitions."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

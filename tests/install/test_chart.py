@@ -265,11 +265,11 @@ def test_chart_metadata() -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert chart["apiVersion"] == "v2"
     assert chart["name"] == APP
-    assert chart["version"] == "0.2.0"
+    assert chart["version"] == chart["appVersion"] == "0.2.0"
     assert chart["kubeVersion"] == ">=1.27.0-0"
     base = yaml.safe_load((MANIFESTS / "base" / "deployment.yaml").read_text())
     image = base["spec"]["template"]["spec"]["containers"][0]["image"]
-    assert image.rsplit(":", 1)[1] == chart["appVersion"] == "0.1.0"
+    assert image.rsplit(":", 1)[1] == chart["appVersion"]
 
 
 def test_crd_is_the_base_crd() -> None:
@@ -515,7 +515,7 @@ TOGGLES: list[tuple[str, Obj, Callable[[list[Obj]], object]]] = [
     (
         "image.tag defaults to appVersion",
         {"image": {"repository": "registry.example.com/kw", "tag": ""}},
-        lambda o: _eq(container(o)["image"], "registry.example.com/kw:0.1.0"),
+        lambda o: _eq(container(o)["image"], "registry.example.com/kw:0.2.0"),
     ),
     (
         "imagePullSecrets",

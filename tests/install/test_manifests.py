@@ -333,7 +333,7 @@ def test_deployment_shape(deployment: Obj) -> None:
         == spec["selector"]["matchLabels"]
     )
     (container,) = pod["containers"]
-    assert container["image"] == "ghcr.io/karta-webhook/karta-webhook:0.1.0"
+    assert container["image"] == "ghcr.io/karta-webhook/karta-webhook:0.2.0"
     assert container["args"] == [
         "serve",
         "--host=0.0.0.0",  # the server's default is 127.0.0.1
