@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# karta-webhook image: docker build -t ghcr.io/karta-webhook/karta-webhook:0.1.0 .
+# karta-webhook image: docker build -t ghcr.io/karta-webhook/karta-webhook:0.2.0 .
 #
 # Two stages: the builder installs the project and its dependencies under /install; the final
 # image gets only that tree (no pip cache, no build tools, no sources) and runs as 65532.
