@@ -30,6 +30,7 @@ from webhook.mutation.plan import Plan, plan
 from webhook.mutation.podadmission import fit_pod
 from webhook.mutation.policy import Policy
 from webhook.mutation.policyfile import PolicyError
+from webhook.mutation.policyindex import applicable
 from webhook.mutation.policyobject import (
     NAMESPACED_KIND,
     cluster_conflicts,
@@ -43,6 +44,7 @@ from webhook.mutation.policyobject import (
 from webhook.mutation.scope import Namespaces, Narrowed, contextual, narrow
 from webhook.schema.crds import SchemaIndex
 from webhook.validation.check import Report, check
+from webhook.workload.instances import identity
 from webhook.workload.locator import locator
 from webhook.workload.model import Workload
 
@@ -90,7 +92,10 @@ def mutate_with(
 
     A policy with label selectors or values from metadata is first decided for this object
     (:func:`webhook.mutation.scope.narrow`) with ``namespaces``, the namespaces known (None:
-    none); what it could not decide joins the plan's failures."""
+    none); what it could not decide joins the plan's failures. Only the rules that can apply
+    to the object's kind, namespace and components are considered
+    (:func:`webhook.mutation.policyindex.applicable`)."""
+    policy = _applicable(karta, policy, obj)
     if not contextual(policy):
         return _plan(karta, policy, obj, engine, operation)
     return _plan_decided(karta, _narrowed(karta, policy, obj, namespaces), obj, engine, operation)
@@ -155,6 +160,13 @@ def _narrowed(
     return narrow(policy, obj, gvk, namespace if isinstance(namespace, str) else "", namespaces)
 
 
+def _applicable(karta: Karta, policy: Policy, obj: Mapping[str, Any]) -> Policy:
+    """The rules of ``policy`` that can apply to ``obj`` (the kind and namespace the planners
+    match rules against: :func:`webhook.workload.instances.identity`'s)."""
+    gvk, _, namespace = identity(karta, obj)
+    return applicable(policy, gvk, namespace, karta)
+
+
 def mutate_object(
     registry: Registry,
     policy: Policy,
@@ -200,9 +212,10 @@ def mutate(
         # alone: its pods are going, and a patch could only stand in the way of the delete.
         return Result(resp, kind, "skipped")
     try:
-        decided = _narrowed(karta, policy, obj, namespaces) if contextual(policy) else None
+        here = _applicable(karta, policy, obj)
+        decided = _narrowed(karta, here, obj, namespaces) if contextual(here) else None
         if decided is None:
-            m = _plan(karta, policy, obj, engine, req.operation)
+            m = _plan(karta, here, obj, engine, req.operation)
         else:
             m = _plan_decided(karta, decided, obj, engine, req.operation)
     except Exception as e:  # a definition meeting an object it cannot read
@@ -221,7 +234,7 @@ def mutate(
     if has_objects(policy):  # which policies: said once policy objects are in force
         namespace = req.namespace or ""
         applied = policies_applied(
-            decided.policy if decided else policy, gvk or GVK("", "", ""), namespace
+            decided.policy if decided else here, gvk or GVK("", "", ""), namespace
         )
         if applied:
             resp.audit["policies"] = applied

@@ -110,17 +110,18 @@ def narrow(
     flags, any_flag, store, decided = _store(policy)
     if not any_flag:
         return Narrowed(policy, [], [])
+    # The namespace is read once: every rule of the request sees one snapshot of it.
+    ns = namespaces.get(namespace) if namespaces is not None and namespace else None
     if decided is None:
-        return _narrow(policy, flags, store, obj, gvk, namespace, namespaces)
+        return _narrow(policy, flags, store, obj, gvk, namespace, ns)
     # No rule reads the workload's own labels or annotations: the answer is the same for
     # every workload of one kind in one namespace as the watch has it (the namespace's
     # metadata object is replaced when it changes), so it is kept.
-    ns = namespaces.get(namespace) if namespaces is not None and namespace else None
     key = (gvk, namespace, id(ns))
     hit = decided.get(key)
     if hit is not None and hit[0] is ns:
         return hit[1]
-    got = _narrow(policy, flags, store, obj, gvk, namespace, namespaces)
+    got = _narrow(policy, flags, store, obj, gvk, namespace, ns)
     if len(decided) >= _KEEP:
         decided.clear()
     decided[key] = (ns, got)
@@ -134,14 +135,12 @@ def _narrow(
     obj: Mapping[str, Any],
     gvk: GVK | None,
     namespace: str,
-    namespaces: Namespaces | None,
+    ns: NamespaceMeta | None,
 ) -> Narrowed:
     warnings: list[str] = []
     failures: list[tuple[str, str]] = []
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
-    ns: NamespaceMeta | None = None
-    looked = False
     chosen: list[Rule] = []
     for rule, flag in zip(policy.rules, flags, strict=True):
         if not flag:
@@ -154,9 +153,6 @@ def _narrow(
             _strings(meta.get("labels"))
         ):
             continue
-        if not looked:
-            ns = namespaces.get(namespace) if namespaces is not None and namespace else None
-            looked = True
         if m.namespace_selector is not None and namespace:
             if ns is None:
                 said = (
@@ -195,15 +191,16 @@ def _contextual(rule: Rule) -> bool:
 
 _Decided = dict[tuple[GVK | None, str, int], tuple["NamespaceMeta | None", Narrowed]]
 _Store = tuple[tuple[bool, ...], bool, dict[tuple[int, ...], Policy], _Decided | None]
-#: by policy (the newest few: a policy is replaced only when it is reloaded), which of its
-#: rules are contextual, and the policies narrowed from it by their rules
-_STORES: list[tuple[Policy, _Store]] = []
+#: by policy (the policies in force and those :func:`webhook.mutation.policyindex.applicable`
+#: made of them, each kept there), which of its rules are contextual, and the policies
+#: narrowed from it by their rules
+_STORES: dict[int, tuple[Policy, _Store]] = {}
 
 
 def _store(policy: Policy) -> _Store:
-    for p, got in _STORES:
-        if p is policy:
-            return got
+    hit = _STORES.get(id(policy))
+    if hit is not None and hit[0] is policy:
+        return hit[1]
     flags = tuple(_contextual(r) for r in policy.rules)
     # Decisions are kept per kind and namespace when no rule reads the workload's own metadata.
     by_workload = any(
@@ -212,8 +209,9 @@ def _store(policy: Policy) -> _Store:
         if f
     )
     made: _Store = (flags, any(flags), {}, None if by_workload else {})
-    _STORES.insert(0, (policy, made))
-    del _STORES[4:]
+    if len(_STORES) >= _KEEP:
+        _STORES.clear()
+    _STORES[id(policy)] = (policy, made)
     return made
 
 
