@@ -180,6 +180,9 @@ class Rule(Derives):
     #: by :attr:`~webhook.karta.fields.Injectable.key`, what the rule sets (absent: nothing)
     sets: Mapping[str, Entries] = field(default_factory=dict)
     overwrite: bool = False
+    #: ``native`` or ``native-workload``: the matched workloads get Kubernetes' own gang
+    #: (:mod:`webhook.mutation.gangrule`); None: no gang
+    gang: str | None = None
     #: by key of a list injectable (tolerations), the entries the rule appends, each a map
     #: whose ``value`` is a template (checked by
     #: :func:`~webhook.mutation.policyfile.parse_policy`)
@@ -297,6 +300,12 @@ class Policy:
     @property
     def empty(self) -> bool:
         return not self.rules
+
+    @property
+    def gang(self) -> bool:
+        """Whether a rule turns the native gang on (the Pod webhook and the PodGroup
+        controller are then wanted)."""
+        return any(rule.gang for rule in self.rules)
 
 
 EMPTY = Policy()

@@ -24,6 +24,7 @@ A policy is a YAML document::
       tolerations:                   # appended unless one with the same key, operator, effect
       - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}
       overwrite: false               # default false
+      gang: native                   # optional: Kubernetes' own gang (mutation/gangrule.py)
 
 
 Everything that can be checked before a request arrives is checked when the policy loads, so a
@@ -42,6 +43,7 @@ from webhook.base.errors import FieldError, InputError
 from webhook.base.limits import INT64_MAX, INT64_MIN, MAX_ANNOTATION_VALUE_BYTES
 from webhook.base.names import annotation_value_errors, label_value_errors, qualified_name_errors
 from webhook.karta.fields import INJECTABLES, Injectable
+from webhook.mutation.gangrule import gang_conflicts, gang_labels, parse_gang
 from webhook.mutation.policy import (
     CONTEXT_VARIABLES,
     FAILURE_MODES,
@@ -61,7 +63,7 @@ from webhook.mutation.policy import (
 )
 from webhook.mutation.selectors import parse_selector
 
-_RULE_FIELDS = {"name", "match", "overwrite", *(i.key for i in INJECTABLES)}
+_RULE_FIELDS = {"name", "match", "overwrite", "gang", *(i.key for i in INJECTABLES)}
 #: the values the API server accepts for two of a toleration's fields
 TOLERATION_OPERATORS = ("Equal", "Exists")
 TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -359,9 +361,12 @@ def _rule(
         for inj in INJECTABLES
         if inj.is_list and (got := _tolerations(raw.get(inj.key), f"{base}.{inj.key}", errors))
     }
-    rule = Rule(name=name, match=match, sets=sets, overwrite=overwrite, items=items)
+    gang = parse_gang(raw.get("gang"), f"{base}.gang", errors)
+    if gang is not None:
+        sets["labels"] = gang_labels(sets.get("labels", ()), gang)
+    rule = Rule(name=name, match=match, sets=sets, overwrite=overwrite, items=items, gang=gang)
     if not sets and not items:
-        keys = [i.key for i in INJECTABLES]
+        keys = [*(i.key for i in INJECTABLES), "gang"]
         errors.append(FieldError(base, f"sets nothing: give {', '.join(keys[:-1])} or {keys[-1]}"))
     over = tally.bytes(base, rule)
     if over:
@@ -412,6 +417,7 @@ def parse_policy(doc: Any, source: str = "<policy>") -> Policy:
     if over:
         raise PolicyError(source, errors + over)
     rules: list[Rule] = []
+    placed: list[tuple[str, Rule]] = []
     seen: set[str] = set()
     tally = Tally()
     for i, raw in enumerate(raw_rules):
@@ -422,6 +428,8 @@ def parse_policy(doc: Any, source: str = "<policy>") -> Policy:
         if rule is None:
             raise PolicyError(source, errors)
         rules.append(rule)
+        placed.append((f"rules[{i}] ({rule.name})", rule))
+    errors.extend(gang_conflicts(placed))
     if errors:
         raise PolicyError(source, errors)
     ordered = tuple(op for op in OPERATIONS if op in operations)
