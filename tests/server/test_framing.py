@@ -101,7 +101,7 @@ def test_started_tells_an_idle_connection_from_one_sending() -> None:
         (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY", 400),
         (b"GET / HTTP/1.1\r\nX: " + b"a" * MAX_HEAD, 431),
         (b"GET / HTTP/1.1\r\nX: " + b"a" * MAX_HEAD + b"\r\n\r\n", 431),
-        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1" * 5000, 400),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1" * MAX_FIELD, 400),
     ],
 )
 def test_what_cannot_be_framed_is_bad(data: bytes, status: int) -> None:
@@ -161,6 +161,8 @@ STRICT = {
     "version HTTP/1.x": b"GET / HTTP/1.x\r\n\r\n",
     "bare LF head": b"GET / HTTP/1.1\nHost: x\n\n",
     "bare LF trailer": CHUNKED_HEAD + b"0\r\nX: 1\n\n",
+    "two empty lines first": b"\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+    "an empty LF line first": b"\nGET / HTTP/1.1\r\n\r\n",
 }
 
 
@@ -187,6 +189,10 @@ def test_what_gunicorn_refuses_the_framer_refuses_with_400(name: str) -> None:
         b"OPTIONS * HTTP/1.1\r\n\r\n",
         b"GET http://h/x HTTP/1.1\r\n\r\n",
         b"POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+        # found by the differential fuzz (test_framing_fuzz.py):
+        b"\r\nGET / HTTP/1.1\r\n\r\n",  # one empty line before the request line is ignored
+        CHUNKED_HEAD + b"0" * 20 + b"1\r\na\r\n0\r\n\r\n",  # a chunk size's leading zeros
+        b"POST / HTTP/1.1\r\nContent-Length: %s1\r\n\r\na" % (b"0" * 30),  # and a length's
     ],
 )
 def test_what_both_read_is_complete(data: bytes) -> None:
@@ -196,9 +202,19 @@ def test_what_both_read_is_complete(data: bytes) -> None:
 
 
 def test_a_content_length_of_many_digits_is_oversized_not_a_crash() -> None:
-    f = Framer(max_head=10_000, max_body=MAX_BODY, drain_limit=DRAIN)  # past int()'s 4300 digits
-    verdict = f.scan(b"POST / HTTP/1.1\r\nContent-Length: %s\r\n\r\n" % (b"9" * 5000))
+    f = Framer(max_head=10_000, max_body=MAX_BODY, drain_limit=DRAIN)
+    verdict = f.scan(b"POST / HTTP/1.1\r\nContent-Length: %s\r\n\r\n" % (b"9" * 4000))
     assert verdict is Verdict.MORE and f.oversized and f.drain_exceeded
+
+
+@pytest.mark.parametrize("digits", [b"9" * 5000, b"0" * 5000])
+def test_a_content_length_past_ints_digits_is_refused_as_gunicorn_does(digits: bytes) -> None:
+    """Past int()'s 4,300 digits (leading zeros counted) gunicorn refuses the request; the
+    framer took 5,000 zeros for 0 and the request as plain (found by the fuzz)."""
+    data = b"POST / HTTP/1.1\r\nContent-Length: %s\r\n\r\n" % digits
+    assert not gunicorn_reads(data)
+    f = Framer(max_head=10_000, max_body=MAX_BODY, drain_limit=DRAIN)
+    assert f.scan(data) is Verdict.BAD and f.error[0] == 400
 
 
 def test_a_long_trailer_is_bad() -> None:

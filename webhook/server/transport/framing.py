@@ -1,40 +1,38 @@
 """Where an HTTP/1.1 request ends in the bytes read from a connection (RFC 9112 sections 2-7).
 
-The worker's poller reads each connection without blocking and hands a request to a request
-thread only once it is complete; :class:`Framer` tells, from the bytes buffered so far, whether
-they hold a whole request (head and body), the start of one whose body is over the cap, or
-something that is not HTTP/1.1 framing at all. It keeps only what framing needs (the request
-line, ``Content-Length``, ``Transfer-Encoding``, ``Expect``) but checks the syntax of every
-line of the head, the chunk lines and the trailer as strictly as gunicorn's parser does (and
-RFC 9112 asks), and refuses with 400 whatever gunicorn would refuse there: the poller answers
-it and closes, so a request thread never sees bytes the two could frame differently, and what
-was pipelined after them is never read as a request. gunicorn's parser validates the complete
-request again in the thread. Pure: no I/O, incremental (every byte is looked at a bounded
-number of times however the request is split into reads).
+The worker's poller reads each connection without blocking and hands a request on only once it
+is complete; :class:`Framer` tells, from the bytes buffered so far, whether they hold a whole
+request (head and body), the start of one whose body is over the cap, or something that is not
+HTTP/1.1 framing at all. Pure: no I/O, incremental (every byte is looked at a bounded number of
+times however the request is split into reads).
 
-Refused (400 unless said): a request line that is not ``method SP target SP HTTP/1.d`` with a
-token method (3-20 characters, no lowercase, as gunicorn) and a target of printable ASCII in
-origin, absolute, asterisk (OPTIONS) or authority (CONNECT) form; a line ended by a bare LF;
-a header or trailer line without a colon, whose name is not a token (whitespace before the
-colon, obs-fold continuation lines) or whose value holds a control character (NUL, CR, LF,
-...; HTAB is allowed); Content-Length more than once, as a list or not all digits; Host or
-Content-Type more than once; Transfer-Encoding together with Content-Length, on HTTP/1.0, or
-not ending with exactly one ``chunked`` (other codings before it: 501); a chunk size that is
-not hex digits (whitespace after it only before an extension), a malformed chunk extension;
-in a trailer, the fields RFC 9110 section 6.5.1 forbids there (Content-Length,
-Transfer-Encoding, Host, Trailer, TE, Authorization).
+For the admission webhooks' own requests it is the only parser: a complete head it finds
+:attr:`Head.plain` is answered without gunicorn's (:mod:`webhook.server.transport.direct`).
+So it is held to gunicorn's parser by a differential fuzz (tests/server/test_framing_fuzz.py):
+
+- complete and plain only where gunicorn reads the same method, target, version and body
+  from the same bytes, keeps the connection and has no other field;
+- a complete request ends where gunicorn's ends (the next one starts at the same byte);
+- every 400 is one gunicorn makes too: a request line, header, chunk or trailer line it would
+  refuse (``framing_syntax``), a repeated singleton field, Transfer-Encoding with
+  Content-Length, on HTTP/1.0 or not ending with one ``chunked``; its line and field limits
+  give 414 and 431;
+- its own stricter answers: 501 for a coding before ``chunked`` (gunicorn would pass the body
+  on undecoded), 431 past ``max_head``, 413 past ``max_body``.
+
+Refused requests are answered by the poller, which closes: what was pipelined after them is
+never read as a request.
 """
 
 from __future__ import annotations
 
 import enum
 import re
+import sys
 from dataclasses import dataclass
 
 from webhook.server.transport import framing_syntax as syntax
 
-#: Longest chunk-size line (size, extensions, CRLF) accepted in a chunked body.
-MAX_CHUNK_LINE = 4096
 #: gunicorn's limits on the head (its ``limit_request_line``, ``limit_request_fields`` and
 #: ``limit_request_field_size``; the server sets both from :class:`webhook.server.transport.conns.Limits`):
 #: the longest request line (414 past it), the most header (or trailer) fields and the
@@ -177,11 +175,17 @@ class Framer:
         return Verdict.BAD
 
     def _scan_head(self, buf: bytes | bytearray) -> Verdict | None:
-        i = buf.find(b"\r\n\r\n", max(0, self._searched - 3))
+        # One empty line before the request line is ignored (RFC 9112 section 2.2), as by
+        # gunicorn: only one, and only CRLF.
+        skip = 2 if buf[:2] == b"\r\n" else 0
+        i = buf.find(b"\r\n\r\n", max(skip, self._searched - 3))
         if _BARE_LF.search(buf, max(0, self._searched - 1), len(buf) if i < 0 else i):
             return self._bad(400, "a line of the request head ends with a bare LF")
         if i < 0:
-            if self._searched <= self.max_line + 2 < len(buf) and buf.find(b"\r\n", 0) < 0:
+            if (
+                self._searched <= self.max_line + 2 + skip < len(buf)
+                and buf.find(b"\r\n", skip) < 0
+            ):
                 return self._bad(414, f"request line longer than {self.max_line} bytes")
             self._searched = len(buf)
             if len(buf) > self.max_head:
@@ -190,7 +194,7 @@ class Framer:
         end = i + 4
         if end > self.max_head:
             return self._bad(431, "request header fields too large")
-        lines = bytes(buf[:i]).split(b"\r\n")
+        lines = bytes(buf[skip:i]).split(b"\r\n")
         if len(lines[0]) > self.max_line:
             return self._bad(414, f"request line longer than {self.max_line} bytes")
         if len(lines) - 1 > self.max_fields:
@@ -219,7 +223,11 @@ class Framer:
             if name == b"content-length":
                 if not value or not set(value) <= _DIGITS:
                     return self._bad(400, "invalid Content-Length: not a decimal number")
-                length = int(value) if len(value) <= _MAX_DIGITS else 10**_MAX_DIGITS
+                if len(value) > (sys.get_int_max_str_digits() or len(value)):
+                    # gunicorn's int() refuses it, leading zeros counted (fuzz-found).
+                    return self._bad(400, "invalid Content-Length: too many digits")
+                digits = value.lstrip(b"0")  # leading zeros are allowed (and many of them)
+                length = int(digits or b"0") if len(digits) <= _MAX_DIGITS else 10**_MAX_DIGITS
             elif name == b"transfer-encoding":
                 codings += [c.strip(b" \t").lower() for c in value.split(b",")]
             elif name == b"expect" and value.lower() == b"100-continue":
@@ -251,9 +259,10 @@ class Framer:
         while True:
             state = self._state
             if state is _State.CHUNK_SIZE:
-                j = buf.find(b"\r\n", self._pos, self._pos + MAX_CHUNK_LINE)
+                # gunicorn's bound on a chunk size line is its field size limit.
+                j = buf.find(b"\r\n", self._pos, self._pos + self.max_field)
                 if j < 0:
-                    if n - self._pos >= MAX_CHUNK_LINE:
+                    if n - self._pos >= self.max_field:
                         return self._bad(400, "chunk size line too long")
                     if buf.find(b"\n", self._pos) >= 0:
                         return self._bad(400, "a chunk size line ends with a bare LF")
@@ -261,9 +270,10 @@ class Framer:
                 problem = syntax.chunk_line_problem(bytes(buf[self._pos : j]))
                 if problem:
                     return self._bad(400, problem)
-                size = bytes(buf[self._pos : j]).split(b";", 1)[0].rstrip(b" \t")
+                size = bytes(buf[self._pos : j]).split(b";", 1)[0].rstrip(b" \t").lstrip(b"0")
                 self._advance(j + 2)
-                self._remaining = int(size, 16)
+                # More significant digits than this is more than any cap (and drained).
+                self._remaining = int(size or b"0", 16) if len(size) <= 15 else 1 << 60
                 self._state = _State.CHUNK_DATA if self._remaining else _State.TRAILER
             elif state is _State.CHUNK_DATA:
                 take = min(self._remaining, n - self._pos)

@@ -94,8 +94,6 @@ def chunk_line_problem(line: bytes) -> str | None:
         size = size.rstrip(b" \t")
     if not size or not set(size) <= _HEX:
         return "invalid chunk size: not hexadecimal digits"
-    if len(size) > 15:
-        return "invalid chunk size: more than 15 hexadecimal digits"
     if semi and not _CHUNK_EXT.fullmatch(semi + ext):
         return "invalid chunk extension"
     return None
