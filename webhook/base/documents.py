@@ -18,7 +18,7 @@ import yaml
 from yaml.composer import ComposerError
 from yaml.events import AliasEvent
 
-from webhook.base import jsontext
+from webhook.base import jsontext, yamlscalars
 from webhook.base.errors import InputError
 from webhook.base.limits import MAX_JSON_DEPTH, YAML_MAX_DEPTH, YAML_MAX_NODES
 
@@ -29,9 +29,9 @@ SUFFIXES = (".yaml", ".yml", ".json")
 
 
 class _JsonLoader(yaml.SafeLoader):
-    """YAML as the API server reads it: a document becomes JSON, so values JSON has no type
-    for stay text — an unquoted ``2024-01-01`` is the string kubectl would send, not a
-    ``date`` that would break every JSON encoder downstream (the jq sandbox, ``-o json``).
+    """YAML as the API server reads it: a document becomes JSON, its plain scalars and map keys
+    read as go-yaml v2 and sigs.k8s.io/yaml read them (:mod:`webhook.base.yamlscalars`): an
+    unquoted ``2024-01-01`` or ``1:20`` is the string kubectl would send, not a ``date`` or 80.
 
     Bounded: a document nested deeper than :data:`~webhook.base.limits.YAML_MAX_DEPTH`, or with more
     than :data:`~webhook.base.limits.YAML_MAX_NODES` nodes once every alias is expanded (the
@@ -86,11 +86,8 @@ class _JsonLoader(yaml.SafeLoader):
         return node
 
 
-_JsonLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-for _tag in ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:binary"):
+yamlscalars.install(_JsonLoader)  # plain scalars and map keys as the API server reads them
+for _tag in ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:binary"):  # when tagged so
     # the stubs type the constructor for SafeConstructor, not its subclasses
     _JsonLoader.add_constructor(_tag, yaml.SafeLoader.construct_yaml_str)  # type: ignore[type-var]
 
