@@ -267,3 +267,38 @@ def test_keeper_follows_policy_operations_and_leaves_injected_ca_alone(
     state.reload_files()
     assert keeper.reconcile()
     assert fake.objects[MWC]["webhooks"][0]["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+
+
+def test_keeper_registers_the_gang_pod_webhook_only_while_a_rule_has_gang(
+    fake: FakeAPI, tmp_path: Path
+) -> None:
+    from webhook.admission.manifests import GANG_WEBHOOK
+
+    install_configs(fake)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("rules: [{name: s, schedulerName: kai-scheduler}]\n")
+    state = State(bundled=False, policy_path=policy)
+    state.set_cluster([load_cluster_karta(karta("trainer"), ENGINE)[0]])
+    keeper = WebhookConfigKeeper(state, fake.api(), elector=None)
+    state.listeners.append(keeper.on_snapshot)
+    keeper.reconcile()
+
+    def names() -> list[str]:
+        return [h["name"] for h in fake.objects[MWC]["webhooks"]]
+
+    assert GANG_WEBHOOK not in names()  # feature off: no pod ever reaches the webhook
+    policy.write_text("rules: [{name: g, gang: native}]\n")
+    os.utime(policy, ns=(1, 1))
+    state.reload_files()
+    assert keeper.reconcile()
+    assert GANG_WEBHOOK in names()
+    [hook] = [h for h in fake.objects[MWC]["webhooks"] if h["name"] == GANG_WEBHOOK]
+    workloads = fake.objects[MWC]["webhooks"][0]
+    assert hook["clientConfig"]["service"]["path"] == "/gang"
+    assert hook["namespaceSelector"] == workloads["namespaceSelector"]
+    assert not keeper.reconcile()  # in line: nothing written again
+    policy.write_text("rules: [{name: l, labels: {a: b}}]\n")
+    os.utime(policy, ns=(2, 2))
+    state.reload_files()
+    assert keeper.reconcile()
+    assert GANG_WEBHOOK not in names()

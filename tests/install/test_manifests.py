@@ -544,10 +544,14 @@ def test_rbac_least_privilege(base: list[Obj]) -> None:
         "list",
         "watch",
     }
-    # Live samples: list (only) of every kind of the catalog, and of nothing else.
+    # Live samples (list) and the gang's owner walk (get) of every kind of the catalog, and
+    # of nothing else; the gang's PodGroups made and followed, never deleted (owner references).
     for group, _, resources in WORKLOAD_RULES:
         for resource in resources:
-            assert verbs(cluster_rules, group, resource) == {"list"}, (group, resource)
+            assert verbs(cluster_rules, group, resource) == {"get", "list"}, (group, resource)
+    assert verbs(cluster_rules, "scheduling.k8s.io", "podgroups") == {
+        "get", "list", "create", "patch",
+    }  # fmt: skip
     workloads = {(g, r) for g, _, rs in WORKLOAD_RULES for r in rs}
     own = {
         ("", "namespaces"),
@@ -558,6 +562,7 @@ def test_rbac_least_privilege(base: list[Obj]) -> None:
         ("run.ai", "kartas"),
         ("run.ai", "kartas/status"),
         ("apiextensions.k8s.io", "customresourcedefinitions"),
+        ("scheduling.k8s.io", "podgroups"),
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
         ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
     }

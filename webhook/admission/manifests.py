@@ -18,6 +18,7 @@ from webhook.base.gvk import GVK
 from webhook.base.limits import WEBHOOK_TIMEOUT_SECONDS
 from webhook.karta.model import GROUP, VERSION, is_karta_kind
 from webhook.mutation import policyobject
+from webhook.workload.gang import GANG_LABEL, MODES
 
 NAME = "karta-webhook"  # configurations, Service and ServiceAccount share it
 WORKLOAD_WEBHOOK = "workloads.karta-webhook.run.ai"
@@ -25,6 +26,10 @@ KARTA_WEBHOOK = "kartas.karta-webhook.run.ai"
 KARTA_RESOURCE = "kartas"
 #: refuses a KartaPolicy the server could not use, with the policy file's messages
 POLICY_WEBHOOK = "policies.karta-webhook.run.ai"
+#: a pod of a workload a rule gangs joins its group at creation (registered only while a rule
+#: of the policy in force has ``gang``)
+GANG_WEBHOOK = "pods.gang.karta-webhook.run.ai"
+GANG_PATH = "/gang"
 DEFAULT_NAMESPACE = "karta-system"
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": NAME}
 
@@ -178,27 +183,73 @@ def _configuration(kind: str, webhooks: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _excluded(namespace: str) -> dict[str, Any]:
+    excluded = list(dict.fromkeys(["kube-system", namespace]))
+    return {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": excluded}
+        ]
+    }
+
+
+def gang_webhook(
+    client_config: dict[str, Any], namespace: str = DEFAULT_NAMESPACE
+) -> dict[str, Any]:
+    """The Pod webhook of the native gang (docs/install.md): Pod CREATE, only pods labelled
+    by a gang rule's mutation (``objectSelector``), failurePolicy Fail (a pod created
+    without its group is placed alone, and its group can never take it: the field is
+    immutable), reinvoked after other webhooks change the pod (a label a key path reads)."""
+    return {
+        **_common(GANG_WEBHOOK),
+        "failurePolicy": "Fail",
+        "reinvocationPolicy": "IfNeeded",
+        "matchPolicy": "Equivalent",
+        "clientConfig": client_config,
+        "namespaceSelector": _excluded(namespace),
+        "objectSelector": {
+            "matchExpressions": [{"key": GANG_LABEL, "operator": "In", "values": list(MODES)}]
+        },
+        "rules": [
+            {
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "resources": ["pods"],
+                "operations": ["CREATE"],
+                "scope": "Namespaced",
+            }
+        ],
+    }
+
+
+def gang_client_config(workloads: dict[str, Any]) -> dict[str, Any]:
+    """The gang webhook's ``clientConfig``: the workload webhook's, at :data:`GANG_PATH`."""
+    out = dict(workloads)
+    if "url" in out:
+        base, _, _ = str(out["url"]).rpartition("/")
+        out["url"] = base + GANG_PATH
+    if isinstance(out.get("service"), dict):
+        out["service"] = {**out["service"], "path": GANG_PATH}
+    return out
+
+
 def mutating_webhook_configuration(
     rules: list[dict[str, Any]],
     *,
     namespace: str = DEFAULT_NAMESPACE,
     ca_bundle: str | None = None,
     url: str | None = None,
+    gang: bool = False,
 ) -> dict[str, Any]:
     """The MutatingWebhookConfiguration: workloads (``rules``, failurePolicy Ignore, our own
-    namespace and kube-system excluded) and Kartas (stamps the index labels)."""
-    excluded = list(dict.fromkeys(["kube-system", namespace]))
+    namespace and kube-system excluded), Kartas (stamps the index labels) and, with ``gang``
+    (a rule of the policy has ``gang``), the gang's Pod webhook."""
     workloads = {
         **_common(WORKLOAD_WEBHOOK),
         "failurePolicy": "Ignore",
         "reinvocationPolicy": "IfNeeded",
         "matchPolicy": "Equivalent",
         "clientConfig": _client_config(namespace, "/mutate", ca_bundle, url),
-        "namespaceSelector": {
-            "matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": excluded}
-            ]
-        },
+        "namespaceSelector": _excluded(namespace),
         "rules": rules,
     }
     kartas = {
@@ -209,7 +260,10 @@ def mutating_webhook_configuration(
         "clientConfig": _client_config(namespace, "/mutate", ca_bundle, url),
         "rules": _karta_rules(),
     }
-    return _configuration("MutatingWebhookConfiguration", [workloads, kartas])
+    hooks = [workloads, kartas]
+    if gang:
+        hooks.append(gang_webhook(gang_client_config(workloads["clientConfig"]), namespace))
+    return _configuration("MutatingWebhookConfiguration", hooks)
 
 
 def validating_webhook_configuration(
@@ -263,12 +317,16 @@ def webhook_configurations(
     ca_bundle: bytes | None = None,
     operations: Iterable[str] = ("CREATE",),
     url: str | None = None,
+    gang: bool = False,
 ) -> list[dict[str, Any]]:
     """Both configurations for ``kinds`` (what ``karta-webhook manifests`` prints); ``url``
-    (``https://HOST:PORT``) calls a webhook run outside the cluster instead of the Service."""
+    (``https://HOST:PORT``) calls a webhook run outside the cluster instead of the Service;
+    ``gang`` adds the gang's Pod webhook."""
     ca = encode_ca_bundle(ca_bundle)
     rules = catalog_rules(kinds, operations)
     return [
-        mutating_webhook_configuration(rules, namespace=namespace, ca_bundle=ca, url=url),
+        mutating_webhook_configuration(
+            rules, namespace=namespace, ca_bundle=ca, url=url, gang=gang
+        ),
         validating_webhook_configuration(namespace=namespace, ca_bundle=ca, url=url),
     ]

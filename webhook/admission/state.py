@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from webhook.admission.gangpod import Owners
 from webhook.admission.registry import FileLoads, Registry, load_catalogs
 from webhook.base.documents import yaml_files
 from webhook.base.errors import KartaError
@@ -122,6 +123,8 @@ class State:
         #: the namespaces' labels and annotations the policy reads (the cluster side's namespace
         #: watch; None: none known)
         self.namespaces: Namespaces | None = None
+        #: reads a pod's owners for the gang's Pod webhook (the cluster side's; None: none)
+        self.owners: Owners | None = None
         # Fail fast at startup on a bad policy or a catalog path that does not exist; a bad
         # definition is rejected (logged, counted) and the others are served.
         self._file_defs = self._load_defs()

@@ -48,13 +48,15 @@ def cmd_manifests(args: argparse.Namespace) -> int:
             ca = read_ca_bundle(Path(args.ca_bundle))
         except CertError as e:
             raise InputError(f"--ca-bundle {e}") from e
-    operations = load_policy(args.policy).operations if args.policy else ("CREATE",)
+    policy = load_policy(args.policy) if args.policy else None
+    operations = policy.operations if policy else ("CREATE",)
     docs: list[Any] = webhook_configurations(
         load_registry().kinds(),
         namespace=args.namespace,
         ca_bundle=ca,
         operations=operations,
         url=url,
+        gang=policy is not None and policy.gang,
     )
     sys.stdout.write(console.dump_yaml(catalog_kartas() if args.catalog else docs))
     return EXIT_OK

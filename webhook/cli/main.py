@@ -177,7 +177,8 @@ def build_parser(prog: str = "karta-webhook") -> argparse.ArgumentParser:
     mf.add_argument(
         "--policy",
         metavar="FILE",
-        help="take the mutated operations (CREATE, UPDATE) from this policy",
+        help="take the mutated operations (CREATE, UPDATE) from this policy, and add the "
+        "gang's Pod webhook when one of its rules has gang",
     )
     mf.set_defaults(func=cmd_manifests)
     return p

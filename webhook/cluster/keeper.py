@@ -18,10 +18,13 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from webhook.admission.manifests import (
+    GANG_WEBHOOK,
     NAME,
     WORKLOAD_WEBHOOK,
     default_plural,
     encode_ca_bundle,
+    gang_client_config,
+    gang_webhook,
     webhook_rules,
 )
 from webhook.admission.state import Snapshot, State
@@ -112,6 +115,8 @@ class WebhookConfigKeeper(Ticker):
         self.writes = 0
         self._kinds: list[GVK] = state.snapshot.registry.kinds()
         self._operations: tuple[str, ...] = state.snapshot.policy.operations
+        #: whether the gang's Pod webhook is wanted (a rule of the policy has ``gang``)
+        self._gang = state.snapshot.policy.gang
         self._served: tuple[GVK, ...] = ()
         self._last_reconcile = 0.0
         #: configurations found missing at their last look, by resource
@@ -120,6 +125,10 @@ class WebhookConfigKeeper(Ticker):
     def on_snapshot(self, snap: Snapshot) -> None:
         kinds = snap.registry.kinds()
         operations = snap.policy.operations
+        if snap.policy.gang != self._gang:
+            self._gang = snap.policy.gang
+            self._dirty = True
+            self._wake.set()
         # A CRD installed (or removed) for a kind with a definition changes its rule's plural
         # and scope, which discovery now knows: reconcile then, not at the next resync.
         served = tuple(k for k in kinds if snap.crds is not None and k in snap.crds)
@@ -183,6 +192,8 @@ class WebhookConfigKeeper(Ticker):
             annotations = (current.get("metadata") or {}).get("annotations") or {}
             if CA_INJECTOR_ANNOTATION in annotations:
                 ca = None  # cert-manager's CA injector owns caBundle here; never fight it
+            if rules is not None:
+                changed.extend(self._gang_hook(current))
             for hook in current.get("webhooks") or []:
                 is_workloads = rules is not None and hook.get("name") == WORKLOAD_WEBHOOK
                 if is_workloads and hook.get("rules") != rules:
@@ -207,6 +218,36 @@ class WebhookConfigKeeper(Ticker):
             return True
         log_event("webhooks.conflict", logging.WARNING, resource=resource, name=self.name)
         return False
+
+    def _gang_hook(self, current: dict[str, Any]) -> list[str]:
+        """The gang's Pod webhook added to ``current`` (the mutating configuration) while the
+        policy wants it, removed when not: with the feature off no pod ever reaches us."""
+        hooks = current.get("webhooks")
+        if not isinstance(hooks, list):
+            return []
+        there = [h for h in hooks if isinstance(h, dict) and h.get("name") == GANG_WEBHOOK]
+        if not self._gang:
+            if not there:
+                return []
+            current["webhooks"] = [h for h in hooks if h not in there]
+            return [f"{GANG_WEBHOOK} removed"]
+        base = next(
+            (h for h in hooks if isinstance(h, dict) and h.get("name") == WORKLOAD_WEBHOOK), None
+        )
+        if base is None:
+            return []
+        wanted = gang_webhook(gang_client_config(dict(base.get("clientConfig") or {})))
+        selector = base.get("namespaceSelector")
+        if selector is not None:
+            wanted["namespaceSelector"] = selector
+        if there:
+            have = {k: v for k, v in there[0].items() if k in wanted}
+            if have == wanted:
+                return []
+            there[0].update(wanted)
+            return [f"{GANG_WEBHOOK} updated"]
+        hooks.append(wanted)
+        return [f"{GANG_WEBHOOK} added"]
 
     # -- loop
 

@@ -33,6 +33,7 @@ from webhook.cluster.keeper import WebhookConfigKeeper
 from webhook.cluster.lease import LeaseElector, NamespaceMissing, namespace_missing
 from webhook.cluster.livesamples import LiveSampler, no_retry_client
 from webhook.cluster.namespaces import NamespaceWatch
+from webhook.cluster.owners import OwnerReader
 from webhook.cluster.policysync import NamespacePolicySync, PolicyStatus, PolicySync
 from webhook.jq.engine import Engine
 
@@ -130,6 +131,7 @@ def start(
     crds = CRDSync(state, api)
     namespaces = NamespaceWatch(api, resync_seconds=resync_seconds)
     state.namespaces = namespaces
+    state.owners = OwnerReader(api)
     elector = (
         LeaseElector(api, namespace or pod_namespace()) if keep_webhooks or write_status else None
     )

@@ -21,8 +21,9 @@ from typing import Any
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from webhook.admission import handlers
+from webhook.admission import gangpod, handlers
 from webhook.admission import review as admission
+from webhook.admission.manifests import GANG_PATH
 from webhook.admission.state import FileReloader, Snapshot, State
 from webhook.base.limits import (
     DRAIN_LIMIT,
@@ -169,8 +170,12 @@ def create_app(
         finally:
             hooks.validations.release()
 
+    def gang_handler(req: admission.Request, snap: Snapshot) -> handlers.Result:
+        return gangpod.mutate_pod(req, snap.registry, snap.policy, hooks.engine, state.owners)
+
     routes: dict[str, tuple[str, Handler]] = {
         "/mutate": ("mutate", mutate_handler),
+        GANG_PATH: ("gang", gang_handler),
         "/validate": ("validate", validate_handler),
     }
 
