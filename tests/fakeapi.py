@@ -109,6 +109,9 @@ class FakeAPI:
         self.watches: queue.Queue[list[dict[str, Any]] | int] = queue.Queue()
         #: path -> (apiVersion, list kind, objects by name): collections other than Kartas
         self.collections: dict[str, tuple[str, str, dict[str, dict[str, Any]]]] = {}
+        # every API server serves namespaces (the policy's namespace watch lists them, and
+        # /readyz waits for that list)
+        self.collections["/api/v1/namespaces"] = ("v1", "NamespaceList", {})
         self.collection_watches: dict[str, queue.Queue[list[dict[str, Any]] | int]] = {}
         self.forbidden: set[str] = set()
         self.delays: dict[str, float] = {}  # path -> seconds before answering (a slow server)

@@ -117,6 +117,9 @@ class State:
         self.policies_over: dict[str, tuple[str, ...]] = {}
         self._stamps: dict[str, tuple[tuple[str, float, int], ...]] = {}
         self.cluster_synced = not watch_cluster
+        #: the cluster's sources besides the Kartas (policy objects, namespaces), by name, each
+        #: set once it has been read in full: :attr:`ready` waits for them all
+        self.awaiting: dict[str, threading.Event] = {}
         self.listeners: list[Callable[[Snapshot], None]] = []
         #: set by the cluster side when ``/validate`` may read live objects (``--live-samples``)
         self.live_samples: LiveSamples | None = None
@@ -144,7 +147,12 @@ class State:
 
     @property
     def ready(self) -> bool:
-        return self.cluster_synced
+        return self.cluster_synced and all(e.is_set() for e in self.awaiting.values())
+
+    def waiting_for(self) -> list[str]:
+        """The sources not read yet (``kartas``, and the names of :attr:`awaiting`)."""
+        out = [] if self.cluster_synced else ["kartas"]
+        return out + [name for name, e in self.awaiting.items() if not e.is_set()]
 
     def _load_defs(self) -> list[Karta]:
         # The bundled catalog ships with the code: read once. The --catalog files are read

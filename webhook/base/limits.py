@@ -37,6 +37,10 @@ VALIDATE_CONCURRENCY: Final = 1
 #: Request threads per worker that may wait for a validation slot; past them /validate answers
 #: 429 at once (the API server's client retries), so /mutate keeps THREADS - 2 threads free.
 VALIDATE_WAITERS: Final = 1
+#: How long a /mutate request waits, in a worker that has not yet read every source of policy
+#: (policy objects, namespaces, Kartas), for them; then it is denied, never admitted without
+#: the policy in force.
+SOURCES_WAIT: Final = WEBHOOK_TIMEOUT_SECONDS * 0.6
 #: Bound on one evaluation of a batch of expressions in the sandbox.
 EVAL_TIMEOUT: Final = 2.0
 #: Compiling never runs an expression, but a sandbox child may have to be started first.

@@ -89,6 +89,8 @@ class ListWatch(Daemon, Generic[T]):
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.items: dict[str, T] = {}
+        #: set once a list has been read in full and published (``/readyz`` waits for it)
+        self.listed = threading.Event()
         self._lock = threading.Lock()
         self._watch: watch.Watch | None = None
 
@@ -205,6 +207,7 @@ class ListWatch(Daemon, Generic[T]):
         with self._lock:
             self.items = kept
         self.publish()
+        self.listed.set()
         return rv
 
     def watch_once(self, rv: str, timeout_seconds: int) -> str:

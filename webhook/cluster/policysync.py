@@ -126,6 +126,7 @@ class PolicySync(ListWatch[Seen]):
             with self._lock:
                 self.items = {}
             self.publish()
+            self.listed.set()  # read: there are none
             self._stop.wait(ABSENT_RETRY_SECONDS)
             raise Gone() from e
         self._absent_said = False

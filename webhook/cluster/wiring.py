@@ -149,6 +149,15 @@ def start(
     policies = PolicySync(state, api, policy_status, resync_seconds=resync_seconds)
     team_status = PolicyStatus(api, elector=elector, namespaced=True) if write_status else None
     teams = NamespacePolicySync(state, api, team_status, resync_seconds=resync_seconds)
+    # Ready once every source of policy is read (the Kartas: ``cluster_synced``), not before:
+    # a workload admitted between would miss the policy objects' rules.
+    state.awaiting.update(
+        {
+            "policies": policies.listed,
+            "namespace-policies": teams.listed,
+            "namespaces": namespaces.listed,
+        }
+    )
     for job in (
         keeper,
         status,

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from flask import Flask, Response, request
@@ -77,6 +77,9 @@ class Webhooks:
         self.validate_waiters = threading.BoundedSemaphore(VALIDATE_WAITERS)
         self._samples = samples
         self._samples_lock = threading.Lock()
+        #: whether every worker of the server is ready (:class:`webhook.server.readiness.Peers`;
+        #: None: this process is the only one)
+        self.peers: Callable[[], bool] | None = None
 
     def samples(self) -> SampleIndex:
         """The bundled catalog's samples unless the app was given others (loaded on the first
@@ -202,16 +205,21 @@ def create_app(
         snap = state.snapshot
         n = len(snap.registry)
         ready = bool(state.ready) and n > 0
+        workers = hooks.peers() if hooks.peers is not None else True
         body = {
-            "ready": ready,
+            "ready": ready and workers,
             "definitions": n,
             "policyRules": len(snap.policy.rules),
             "clusterSynced": bool(state.ready),
+            # sources this process has not read yet; whether every worker has read them all
+            "waitingFor": state.waiting_for(),
+            "workersReady": workers,
             # sources whose last reload failed: still ready, their last good version serves
             # (as Prometheus does); the reload gauges are what to alert on
             "staleSources": stale_sources(state.reload_status),
         }
-        return Response(admission.dumps(body), 200 if ready else 503, mimetype="application/json")
+        status = 200 if ready and workers else 503
+        return Response(admission.dumps(body), status, mimetype="application/json")
 
     @app.get("/metrics")
     def metrics_view() -> Response:

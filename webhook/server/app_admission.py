@@ -16,8 +16,9 @@ from typing import Any
 from webhook.admission import handlers
 from webhook.admission import review as admission
 from webhook.admission.state import FileReloader, Snapshot, State
+from webhook.base import waits
 from webhook.base.gvk import GVK
-from webhook.base.limits import DRAIN_LIMIT, MAX_BODY
+from webhook.base.limits import DRAIN_LIMIT, MAX_BODY, SOURCES_WAIT
 from webhook.karta.model import is_karta_kind
 from webhook.server import logs, metrics
 
@@ -112,12 +113,18 @@ def admit(state: State, webhook: str, handle: Handler, body: bytes) -> tuple[int
             extra={"fields": {"webhook": webhook, "outcome": "bad_request", "reason": str(e)}},
         )
         return 400, (str(e) + "\n").encode()
-    snap = state.snapshot  # once per request: one consistent registry and policy
     gvk = req.object_kind
+    waiting = []
+    if webhook == "mutate" and not state.ready and not is_karta_kind(gvk):
+        waiting = _sources_read(state)
+    snap = state.snapshot  # once per request: one consistent registry and policy
     kind = _kind_label(snap, gvk)
     failure: str | None = None
     try:
-        result = handle(req, snap)
+        if waiting:
+            result = handlers.Result(_not_ready(req, waiting), kind, "denied", failure="not_ready")
+        else:
+            result = handle(req, snap)
         resp, outcome, ops, failure = result.response, result.outcome, result.ops, result.failure
     except Exception as e:
         # Never a 5xx. A workload we could not handle is allowed unchanged (failing it would
@@ -163,6 +170,32 @@ def admit(state: State, webhook: str, handle: Handler, body: bytes) -> tuple[int
         webhook, kind, req.operation, outcome, elapsed, ops, failure, time.thread_time() - cpu
     )
     return 200, out
+
+
+def _sources_read(state: State, wait: float = SOURCES_WAIT) -> list[str]:
+    """Wait up to ``wait`` seconds for ``state`` to have read every source of policy (in
+    this process: a worker that has just started); the sources still unread, if any."""
+    waits.may_wait("the sources of policy, not read yet")  # on the poller: a request thread
+    deadline = time.monotonic() + wait
+    while not state.ready and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return [] if state.ready else state.waiting_for() or ["definitions"]
+
+
+def _not_ready(req: admission.Request, waiting: list[str]) -> admission.Response:
+    """A workload that came before the policy: denied (503, so a client may retry), never
+    admitted without the rules in force."""
+    admission_log.warning(
+        "mutation before the policy's sources were read: denied",
+        extra={"fields": {"uid": req.uid, "waitingFor": waiting}},
+    )
+    message = (
+        "karta-webhook: not ready: the policy's sources are not read yet in this server "
+        f"process ({', '.join(waiting)}); try again"
+    )
+    return admission.Response(
+        uid=req.uid, allowed=False, code=503, reason="ServiceUnavailable", message=message
+    )
 
 
 def _meta_name(obj: Any) -> str:

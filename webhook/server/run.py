@@ -32,6 +32,7 @@ from webhook.server import access, logs, metrics
 from webhook.server.app import Webhooks, create_app
 from webhook.server.app_admission import AdmissionRoutes
 from webhook.server.certs import CertError
+from webhook.server.readiness import Peers
 from webhook.server.tls import CertReloader, ClientCAError
 from webhook.server.transport.worker import WAITING_FACTOR, Limits, Shares, worker_class
 
@@ -199,6 +200,10 @@ def run(
         inline=waits.attempt,
     )
 
+    tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    peers = Peers(workers, tmp_dir)  # /readyz: ready once every worker is
+    hooks.peers = peers.ready
+
     def ssl_context(conf: Any, default_factory: Any) -> ssl.SSLContext:
         return cert.context()
 
@@ -213,6 +218,7 @@ def run(
         metrics.set_definitions(len(snap.registry), len(snap.file_errors), len(snap.cluster_errors))
         metrics.set_reload_status(state.reload_status)  # this worker's own gauge file
         hooks.reloader.start()
+        peers.watch(state)
         for start in worker_start:
             try:
                 start(state, hooks.validate_engine)
@@ -224,6 +230,10 @@ def run(
 
     def child_exit(server: Any, worker: Any) -> None:
         metrics.mark_process_dead(worker.pid)
+        peers.forget(worker.pid)
+
+    def on_exit(server: Any) -> None:
+        peers.close()
 
     def when_ready(server: Any) -> None:
         log.info(
@@ -259,6 +269,7 @@ def run(
         "post_fork": post_fork,
         "worker_exit": worker_exit,
         "child_exit": child_exit,
+        "on_exit": on_exit,
         "when_ready": when_ready,
         "accesslog": None,
         "errorlog": "-",
@@ -277,8 +288,8 @@ def run(
         # machine could own it, and the webhook has no use for it.
         "control_socket_disable": True,
     }
-    if os.path.isdir("/dev/shm"):
-        options["worker_tmp_dir"] = "/dev/shm"
+    if tmp_dir is not None:
+        options["worker_tmp_dir"] = tmp_dir
 
     class _Server(BaseApplication):  # type: ignore[misc]
         def load_config(self) -> None:
