@@ -27,6 +27,7 @@ from webhook.admission.state import State
 from webhook.base.limits import LIVE_SAMPLES
 from webhook.cluster.api import Daemon, api_client_from_config, pod_namespace
 from webhook.cluster.crdsync import CRDSync
+from webhook.cluster.gangs import GangController
 from webhook.cluster.kartastatus import StatusWriter
 from webhook.cluster.kartasync import ClusterSync
 from webhook.cluster.keeper import WebhookConfigKeeper
@@ -71,6 +72,7 @@ class Cluster:
         policies: PolicySync | None = None,
         policy_status: PolicyStatus | None = None,
         namespaced: tuple[NamespacePolicySync, PolicyStatus | None] | None = None,
+        gangs: GangController | None = None,
     ) -> None:
         self.sync = sync
         self.keeper = keeper
@@ -80,6 +82,7 @@ class Cluster:
         self.policies = policies
         self.policy_status = policy_status
         self.namespaced = namespaced
+        self.gangs = gangs
 
     def objects(self) -> list[dict[str, Any]]:
         return self.sync.objects()
@@ -87,7 +90,7 @@ class Cluster:
     def stop(self) -> None:
         jobs: list[Daemon | None] = [
             self.sync, self.crds, self.namespaces, self.policies, self.policy_status,
-            self.status, self.keeper,
+            self.status, self.gangs, self.keeper,
         ]  # fmt: skip
         if self.namespaced is not None:
             jobs.extend(self.namespaced)
@@ -131,7 +134,8 @@ def start(
     crds = CRDSync(state, api)
     namespaces = NamespaceWatch(api, resync_seconds=resync_seconds)
     state.namespaces = namespaces
-    state.owners = OwnerReader(api)
+    owners = OwnerReader(api)
+    state.owners = owners
     elector = (
         LeaseElector(api, namespace or pod_namespace()) if keep_webhooks or write_status else None
     )
@@ -143,6 +147,8 @@ def start(
     if write_status:
         status = StatusWriter(state, api, elector=elector, renews=keeper is None)
         state.listeners.append(status.on_snapshot)
+    # The native gang's PodGroups, by the leader (idle while no rule has gang).
+    gangs = GangController(state, api, engine, owners, elector=elector) if elector else None
     # The policies' Accepted condition is written by the leader, as the Kartas' are (the
     # keeper or the Karta status writer renews the Lease).
     policy_status = PolicyStatus(api, elector=elector) if write_status else None
@@ -161,6 +167,7 @@ def start(
     for job in (
         keeper,
         status,
+        gangs,
         policy_status,
         team_status,
         crds,
@@ -172,5 +179,6 @@ def start(
         if job is not None:
             job.start()
     return Cluster(
-        sync, keeper, crds, status, namespaces, policies, policy_status, (teams, team_status)
-    )
+        sync, keeper, crds, status, namespaces, policies, policy_status, (teams, team_status),
+        gangs,
+    )  # fmt: skip
