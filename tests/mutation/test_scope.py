@@ -117,6 +117,31 @@ def test_an_object_selector_matches_on_the_workloads_own_labels() -> None:
     assert _plan(pol, _jobset(), None).ops == []
 
 
+def test_on_update_an_object_selector_matches_the_old_or_the_new_object() -> None:
+    """The API server's rule for a webhook's objectSelector, a contract (issue 49 item 3): an
+    UPDATE that removes the selecting label together with the stamped one is stamped again;
+    one that adds it is stamped; values come from the new object."""
+    pol = _policy(
+        "operations: [CREATE, UPDATE]\nrules:\n- name: ml\n  match:\n"
+        "    objectSelector: {matchLabels: {team: ml}}\n"
+        "  labels: {kai.scheduler/queue: ml}\n"
+        "  annotations: {example.com/tier: \"$(workload.labels['tier'])\"}\n"
+    )
+
+    def update(old: dict[str, Any], new: dict[str, Any]) -> Any:
+        body = review(new, "UPDATE")
+        body["request"]["oldObject"] = old
+        return mutate(decode(json.dumps(body).encode()), REGISTRY, pol, ENGINE, RESEARCH)
+
+    escaped = update(_jobset(team="ml", tier="a"), _jobset(tier="b"))
+    values = {op["path"].rsplit("/", 1)[-1]: op["value"] for op in escaped.response.patch or []}
+    assert values["kai.scheduler~1queue"] == "ml"
+    assert values["annotations"] == {"example.com/tier": "b"}  # the new object's value
+    assert update(_jobset(tier="a"), _jobset(team="ml", tier="a")).ops  # added: matches
+    assert not update(_jobset(tier="a"), _jobset(tier="b")).ops  # neither
+    assert not _plan(pol, _jobset(tier="a"), None).ops  # a CREATE has no old object
+
+
 def test_rules_keep_their_order_when_some_are_selected_out() -> None:
     pol = _policy(
         "rules:\n"

@@ -152,12 +152,17 @@ def _plan(
 
 
 def _narrowed(
-    karta: Karta, policy: Policy, obj: Mapping[str, Any], namespaces: Namespaces | None
+    karta: Karta,
+    policy: Policy,
+    obj: Mapping[str, Any],
+    namespaces: Namespaces | None,
+    old: Any = None,
 ) -> Narrowed:
     meta = obj.get("metadata")
     namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
     gvk = GVK.of(obj) or karta.gvk
-    return narrow(policy, obj, gvk, namespace if isinstance(namespace, str) else "", namespaces)
+    ns = namespace if isinstance(namespace, str) else ""
+    return narrow(policy, obj, gvk, ns, namespaces, old if isinstance(old, Mapping) else None)
 
 
 def _applicable(karta: Karta, policy: Policy, obj: Mapping[str, Any]) -> Policy:
@@ -213,7 +218,8 @@ def mutate(
         return Result(resp, kind, "skipped")
     try:
         here = _applicable(karta, policy, obj)
-        decided = _narrowed(karta, here, obj, namespaces) if contextual(here) else None
+        old = req.old_object if req.operation == "UPDATE" else None
+        decided = _narrowed(karta, here, obj, namespaces, old) if contextual(here) else None
         if decided is None:
             m = _plan(karta, here, obj, engine, req.operation)
         else:

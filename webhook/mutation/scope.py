@@ -1,7 +1,9 @@
 """What a policy's rules see of a request beyond its kind and namespace name: the labels of
 the namespace and of the workload (``match.namespaceSelector``, ``match.objectSelector``) and
 the values of their metadata (``$(namespace.labels['k'])``, ``$(namespace.annotations['k'])``,
-``$(workload.labels['k'])``, ``$(workload.annotations['k'])``).
+``$(workload.labels['k'])``, ``$(workload.annotations['k'])``). On UPDATE an ``objectSelector``
+matches when the old or the new object's labels do (the API server's rule for webhooks);
+values are read from the new object.
 
 :func:`narrow` decides them for one request, before planning: the rules whose selectors do not
 match are left out, and a value read from the metadata is written into the rule's template
@@ -104,16 +106,18 @@ def narrow(
     gvk: GVK | None,
     namespace: str,
     namespaces: Namespaces | None,
+    old: Mapping[str, Any] | None = None,
 ) -> Narrowed:
     """``policy`` for ``obj`` (of ``gvk``, in ``namespace``; ``""``: cluster-scoped), with the
-    namespaces known (None: none), as the module docstring says."""
+    namespaces known (None: none), as the module docstring says. ``old``: on UPDATE, the
+    object before it (an ``objectSelector`` matches when the old or the new object does)."""
     flags, any_flag, store, decided = _store(policy)
     if not any_flag:
         return Narrowed(policy, [], [])
     # The namespace is read once: every rule of the request sees one snapshot of it.
     ns = namespaces.get(namespace) if namespaces is not None and namespace else None
     if decided is None:
-        return _narrow(policy, flags, store, obj, gvk, namespace, ns)
+        return _narrow(policy, flags, store, obj, gvk, namespace, ns, old)
     # No rule reads the workload's own labels or annotations: the answer is the same for
     # every workload of one kind in one namespace as the watch has it (the namespace's
     # metadata object is replaced when it changes), so it is kept.
@@ -136,11 +140,14 @@ def _narrow(
     gvk: GVK | None,
     namespace: str,
     ns: NamespaceMeta | None,
+    old: Mapping[str, Any] | None = None,
 ) -> Narrowed:
     warnings: list[str] = []
     failures: list[tuple[str, str]] = []
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
+    old_meta = old.get("metadata") if isinstance(old, Mapping) else None
+    old_labels = _strings(old_meta.get("labels")) if isinstance(old_meta, Mapping) else None
     chosen: list[Rule] = []
     for rule, flag in zip(policy.rules, flags, strict=True):
         if not flag:
@@ -149,8 +156,12 @@ def _narrow(
         m = rule.match
         if gvk is not None and not m.workload(gvk, namespace):
             continue  # the planners would pass it by: no failure for a rule that does not match
-        if m.object_selector is not None and not m.object_selector.matches(
-            _strings(meta.get("labels"))
+        if (
+            m.object_selector is not None
+            and not m.object_selector.matches(_strings(meta.get("labels")))
+            # as the API server matches a webhook's objectSelector on UPDATE: the old or the
+            # new object (removing the label that selects it does not take a workload out)
+            and (old_labels is None or not m.object_selector.matches(old_labels))
         ):
             continue
         if m.namespace_selector is not None and namespace:
