@@ -159,6 +159,14 @@ def test_describe_live_text(cluster: str, capsys: pytest.CaptureFixture[str]) ->
     assert "workers: replicas 2, 1/2 ready, nodes node-b, node-c, 8 GPUs" in out
     assert "Phase: Running\n" in out
     lines = out.splitlines()
+    # each pod under its instance, with its node
+    at = lines.index("      workers: replicas 2, 1/2 ready, nodes node-b, node-c, 8 GPUs")
+    assert lines[at + 1 : at + 3] == [
+        "        trainer-workers-0-0: node node-b, ready",
+        "        trainer-workers-0-1: node node-c, not ready",
+    ]
+    assert "        trainer-leader-0-0: node node-a, ready" in lines
+    assert "other-workers-0-0" not in out
     head = lines.index(next(x for x in lines if x.startswith("COMPONENT")))
     assert lines[head].split() == ["COMPONENT", "REPLICAS", "GPU", "CPU", "MEMORY"]
     assert lines[head + 1].split() == ["replicatedjob/leader", "1", "4", "0", "0"]

@@ -23,6 +23,24 @@ def _pods_text(p: Mapping[str, Any]) -> str:
     return f"{p['ready']}/{p['total']} ready{where}"
 
 
+#: Pods listed one a line under their instance; past this many, a count of the rest.
+MAX_POD_LINES = 20
+
+
+def _pod_lines(p: Mapping[str, Any] | None, indent: str) -> list[str]:
+    """One line a pod: its name, the node it is bound to (or not bound) and whether Ready."""
+    listed = list((p or {}).get("list") or [])
+    lines = [
+        f"{indent}{e['name']}: "
+        + (f"node {e['node']}, " if e.get("node") else "not bound, ")
+        + ("ready" if e.get("ready") else "not ready")
+        for e in listed[:MAX_POD_LINES]
+    ]
+    if len(listed) > MAX_POD_LINES:
+        lines.append(f"{indent}... and {len(listed) - MAX_POD_LINES} more pods")
+    return lines
+
+
 def as_text(v: Mapping[str, Any]) -> str:
     """The ``describe KIND/NAME`` text: header, tree, phase line, resources table."""
     d = v["definition"]
@@ -47,6 +65,7 @@ def as_text(v: Mapping[str, Any]) -> str:
             kind = f" ({c['kind'].split()[-1]})" if c["kind"] else ""
             own = f": {_pods_text(c['pods'])}" if c.get("pods") else ""
             lines.append(f"{indent}{c['name']}{kind}{own}")
+            lines.extend(_pod_lines(c.get("pods"), indent + "  "))
             for i in c["instances"]:
                 alone = i["id"] == c["name"] and len(c["instances"]) == 1
                 label = "(pods)" if alone else i["id"]
@@ -54,6 +73,7 @@ def as_text(v: Mapping[str, Any]) -> str:
                     f"{indent}  {label}: replicas {i['replicas']}, {_pods_text(i['pods'])}, "
                     f"{i['gpus']} GPUs"
                 )
+                lines.extend(_pod_lines(i["pods"], indent + "    "))
             walk(c["name"], indent + "  ", seen | {c["name"]})
 
     walk(None, "  ", set())

@@ -182,6 +182,17 @@ def view(
             "total": len(ps),
             "nodes": nodes,
             "names": sorted(str((p.get("metadata") or {}).get("name") or "") for p in ps),
+            "list": sorted(
+                (
+                    {
+                        "name": str((p.get("metadata") or {}).get("name") or ""),
+                        "node": (p.get("spec") or {}).get("nodeName") or None,
+                        "ready": pod_ready(p),
+                    }
+                    for p in ps
+                ),
+                key=lambda e: str(e["name"]),
+            ),
         }
 
     rows: list[dict[str, Any]] = []
