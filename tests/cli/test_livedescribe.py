@@ -333,3 +333,34 @@ def test_quantities_and_age() -> None:
     }
     assert pod_request(spec, "cpu") == quantity("4.25")
     assert age("junk") == "<unknown>"
+
+
+def test_describe_shows_each_gang_its_minCount_and_the_podgroups_condition(
+    cluster: str, fake: FakeAPI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from webhook.workload.gang import group_name
+
+    js = fake.objects[f"{JOBSETS}/trainer"]
+    name = group_name("trainer", js["metadata"]["uid"], "jobset")
+    code, out, err = run(capsys, "jobset/trainer", "--kubeconfig", cluster)
+    assert code == 0, err
+    assert f"Gangs:\n  jobset: {name}, minCount 3; no PodGroup" in out
+    fake.objects[f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NS}/podgroups/{name}"] = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}},
+        "status": {
+            "conditions": [
+                {"type": "PodGroupInitiallyScheduled", "status": "False", "reason": "Unschedulable"}
+            ]
+        },
+    }
+    code, out, err = run(capsys, "jobset/trainer", "--kubeconfig", cluster)
+    assert (
+        f"  jobset: {name}, minCount 3; PodGroup minCount 3, "
+        "PodGroupInitiallyScheduled=False (Unschedulable)"
+    ) in out
+    code, out, _ = run(capsys, "jobset/trainer", "--kubeconfig", cluster, "-o", "json")
+    [gang] = json.loads(out)["gangs"]
+    assert gang["podGroup"]["initiallyScheduled"]["status"] == "False"

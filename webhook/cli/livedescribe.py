@@ -23,6 +23,7 @@ from typing import Any
 from webhook.admission.manifests import KARTA_RESOURCE
 from webhook.admission.registry import Registry
 from webhook.base.gvk import GVK
+from webhook.cli.livedescribe_gang import gang_view
 from webhook.cli.livedescribe_pods import Owners
 from webhook.cli.livedescribe_view import origin, view
 from webhook.cluster.kartasync import load_cluster_karta
@@ -140,7 +141,9 @@ def describe_one(
         raise ClusterError(f"GET {path}: not an object")
     ns = str((obj.get("metadata") or {}).get("namespace") or "")
     pods = pods_of(obj, _namespace_pods(cluster, ns) if ns else [], Owners(cluster))
-    return view(r, karta, obj, pods, engine, warnings)
+    got = view(r, karta, obj, pods, engine, warnings)
+    got["gangs"] = gang_view(cluster, karta, {**obj, "kind": r.kind}, pods, engine)
+    return got
 
 
 def describe_all(

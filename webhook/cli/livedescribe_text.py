@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from webhook.cli.livedescribe_gang import gang_text
 from webhook.karta.statusmodel import UNDEFINED
 
 
@@ -89,6 +90,7 @@ def as_text(v: Mapping[str, Any]) -> str:
     t = v["resources"]["total"]
     table.append(["TOTAL", str(t["replicas"]), str(t["gpus"]), t["cpu"], t["memory"]])
     lines += _table(table)
+    lines += gang_text(v.get("gangs") or ())
     for w in v["warnings"]:
         lines.append(f"warning: {w}")
     return "\n".join(lines)
