@@ -29,6 +29,7 @@ from webhook.karta.model import Karta
 from webhook.mutation.policy import Policy
 from webhook.workload.gang import DEFAULT_SCHEDULER, GANG_LABEL, MODES, pod_group
 from webhook.workload.locator import resolve
+from webhook.workload.model import Workload
 
 #: owner references followed from a pod (a JobSet's pod: Job, JobSet)
 MAX_OWNER_DEPTH = 8
@@ -88,6 +89,25 @@ def top_workload(
     return found
 
 
+#: workloads resolved, by (definition, UID, resourceVersion): a workload's pods arrive together
+_RESOLVED: dict[tuple[int, str, str], tuple[Karta, Workload]] = {}
+MAX_RESOLVED = 512
+
+
+def _resolved(karta: Karta, obj: Mapping[str, Any], uid: str, engine: Engine) -> Workload:
+    rv = str(_meta(obj).get("resourceVersion") or "")
+    key = (id(karta), uid, rv)
+    got = _RESOLVED.get(key) if uid and rv else None
+    if got is not None and got[0] is karta:
+        return got[1]
+    w = resolve(karta, obj, engine)
+    if uid and rv:
+        if len(_RESOLVED) >= MAX_RESOLVED:
+            _RESOLVED.clear()
+        _RESOLVED[key] = (karta, w)
+    return w
+
+
 def mutate_pod(
     req: Request,
     registry: Registry,
@@ -123,8 +143,8 @@ def mutate_pod(
         if top is None:
             return Result(resp, "Pod", "unchanged")
         karta, obj = top
-        w = resolve(karta, obj, engine)
         uid = str(_meta(obj).get("uid") or "")
+        w = _resolved(karta, obj, uid, engine)
         group = pod_group(karta, w, obj, pod, uid, engine, str(mode))
     except Exception as e:  # an owner we could not read, a definition meeting an odd object
         return _not_grouped(resp, req, policy, f"{type(e).__name__}: {e}")
