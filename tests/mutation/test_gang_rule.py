@@ -98,3 +98,27 @@ def test_rules_that_cannot_meet_a_gang_are_fine() -> None:
             ]
         }
     )
+
+
+def test_a_policy_object_that_would_break_a_gang_in_force_is_left_out_naming_why() -> None:
+    from webhook.mutation.policyobject import parse_policy_object, within_bounds
+
+    file = parse_policy(
+        {"rules": [{"name": "g", "match": {"kinds": ["JobSet"]}, "gang": "native"}]}
+    )
+
+    def obj(name: str, rule: dict[str, Any]) -> Any:
+        return parse_policy_object(
+            {
+                "apiVersion": "policies.karta-webhook.run.ai/v1alpha1",
+                "kind": "KartaPolicy",
+                "metadata": {"name": name},
+                "spec": {"rules": [rule]},
+            }
+        )
+
+    fine = obj("a-queue", {"name": "q", "labels": {"kai.scheduler/queue": "research"}})
+    kai = obj("b-kai", {"name": "kai", "schedulerName": "kai-scheduler"})
+    kept, over = within_bounds(file, [fine, kai])
+    assert kept == (fine,)
+    assert "rules[0] (kai).schedulerName: 'kai-scheduler'" in str(over["b-kai"][0])

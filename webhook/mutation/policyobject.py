@@ -27,6 +27,7 @@ from webhook.base.documents import read_documents
 from webhook.base.errors import FieldError
 from webhook.base.gvk import GVK
 from webhook.base.names import dns_subdomain_errors
+from webhook.mutation.gangrule import gang_conflicts
 from webhook.mutation.policy import EMPTY, OPERATIONS, Policy, Tally
 from webhook.mutation.policyfile import PolicyError, load_policy, parse_policy
 
@@ -264,12 +265,26 @@ def within_bounds(
             if errors:
                 break
             errors = trial.add(f"rules[{i}] ({rule.name.rpartition('/')[2]})", rule)
+        if not errors:
+            errors = _gang_conflicts(file, kept, p)
         if errors:
             over[p.source] = errors
             continue
         tally, count = trial, count + len(p.rules)
         kept.append(p)
     return tuple(kept), over
+
+
+def _gang_conflicts(file: Policy, kept: Iterable[Policy], p: Policy) -> list[FieldError]:
+    """What :func:`~webhook.mutation.gangrule.gang_conflicts` finds once ``p``'s rules join
+    those in force (``file``'s, then ``kept``'s), when a rule of any has ``gang``."""
+    placed = [(f"{file.source} rules[{i}] ({r.name})", r) for i, r in enumerate(file.rules)]
+    for q in kept:
+        placed += [(f"{q.source} rules[{i}] ({r.name})", r) for i, r in enumerate(q.rules)]
+    placed += [(f"rules[{i}] ({r.name.rpartition('/')[2]})", r) for i, r in enumerate(p.rules)]
+    if not any(r.gang for _, r in placed):
+        return []
+    return gang_conflicts(placed)
 
 
 def load_policies(path: Path | str) -> Policy:
