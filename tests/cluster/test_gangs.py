@@ -151,9 +151,13 @@ def test_nothing_is_written_where_the_api_is_not_served_or_no_rule_has_gang(
     js, job, pod = _objects()
     world.pods = [pod]
     world.served = False
-    c = GangController(_policy(tmp_path), None, ENGINE, Owners(js, job), elector=None)
+    told: list[bool] = []
+    c = GangController(
+        _policy(tmp_path), None, ENGINE, Owners(js, job), elector=None, report=told.append
+    )
     c.step()
     assert not world.writes and c.unserved and "runtime-config" in c.unserved
+    assert told == [False]  # the metric karta_webhook_gang_api_served
     world.served = True
     off = GangController(_policy(tmp_path, gang=False), None, ENGINE, Owners(js, job), elector=None)
     off.step()

@@ -12,14 +12,15 @@ created before their PodGroup wait for it (the scheduler's PreEnqueue).
 
 Discovery decides: on a cluster that does not serve ``podgroups`` in
 ``scheduling.k8s.io/v1beta1`` nothing is written, and :attr:`GangController.unserved` says
-why (a log line once per change; ``/readyz`` stays ready: the workloads are still mutated).
+why (a log line ``gangs.unserved`` once per change, the metric
+``karta_webhook_gang_api_served`` 0; ``/readyz`` stays ready: the workloads are still mutated).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubernetes import client
@@ -99,6 +100,7 @@ class GangController(Ticker):
         *,
         elector: LeaseElector | None,
         period: float = 1.0,
+        report: Callable[[bool], None] | None = None,
     ) -> None:
         super().__init__(period)
         self.state = state
@@ -106,6 +108,8 @@ class GangController(Ticker):
         self.engine = engine
         self.owners = owners
         self.elector = elector
+        #: told at each look whether the API is served (the server's metric)
+        self.report = report
         #: why nothing is written (the API not served), None when it is
         self.unserved: str | None = None
         self._looked = -DISCOVERY_SECONDS
@@ -136,6 +140,8 @@ class GangController(Ticker):
             else:
                 log_event("gangs.served", api=API_VERSION)
         self.unserved = why
+        if self.report is not None:
+            self.report(why is None)
         return why is None
 
     def step(self) -> None:

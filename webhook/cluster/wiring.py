@@ -18,6 +18,7 @@ Lease lives in ``$POD_NAMESPACE`` (else the service account's namespace, else
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,7 @@ def start(
     write_status: bool = True,
     live_samples: int = LIVE_SAMPLES,
     resync_seconds: float = 600.0,
+    on_gang_api: Callable[[bool], None] | None = None,
 ) -> Cluster | None:
     """Start the cluster side in daemon threads (see the module docstring); None when there is
     no cluster configuration, in which case the server runs on the catalog alone and ``state``
@@ -121,7 +123,8 @@ def start(
     the CA to publish as ``caBundle`` (e.g. the mounted ``ca.crt``), None to leave caBundle to
     someone else (cert-manager). ``keep_webhooks`` and ``write_status`` turn the two leader jobs
     on or off; ``live_samples`` is how many live objects of a Karta's root kind ``/validate``
-    reads (0: none).
+    reads (0: none); ``on_gang_api`` is told whether the cluster serves the native gang's
+    PodGroups each time the leader's gang controller looks (the server's metric).
     """
     api = api or api_client_from_config(kubeconfig)
     if api is None:
@@ -148,7 +151,11 @@ def start(
         status = StatusWriter(state, api, elector=elector, renews=keeper is None)
         state.listeners.append(status.on_snapshot)
     # The native gang's PodGroups, by the leader (idle while no rule has gang).
-    gangs = GangController(state, api, engine, owners, elector=elector) if elector else None
+    gangs = (
+        GangController(state, api, engine, owners, elector=elector, report=on_gang_api)
+        if elector
+        else None
+    )
     # The policies' Accepted condition is written by the leader, as the Kartas' are (the
     # keeper or the Karta status writer renews the Lease).
     policy_status = PolicyStatus(api, elector=elector) if write_status else None

@@ -190,6 +190,14 @@ RELOAD_SUCCESS = Gauge(
     ["source"],
     multiprocess_mode="livemin",
 )
+# Set by the leader's gang controller while a rule has gang (docs/policy.md): 0 when the
+# cluster does not serve scheduling.k8s.io/v1beta1 podgroups, so no PodGroup is written.
+GANG_API = Gauge(
+    "karta_webhook_gang_api_served",
+    "Whether the cluster serves scheduling.k8s.io/v1beta1 PodGroups, as the leader last found "
+    "while a policy rule has gang: 1 yes, 0 no (no PodGroup is written; the gang waits).",
+    multiprocess_mode="livemin",
+)
 RELOAD_TIME = Gauge(
     "karta_webhook_config_last_reload_timestamp_seconds",
     "When a configuration source (catalog, policy, certificates) was last loaded, successfully "
@@ -395,6 +403,14 @@ def set_definitions(loaded: int, rejected_files: int, rejected_cluster: int) -> 
         DEFINITIONS_REJECTED.labels("cluster").set(rejected_cluster)
     except Exception as e:
         _failed("definitions", e)
+
+
+def set_gang_api(served: bool) -> None:
+    """Publish whether the cluster serves the native gang's PodGroups (the leader's look)."""
+    try:
+        GANG_API.set(1 if served else 0)
+    except Exception as e:
+        _failed("gang_api", e)
 
 
 def set_reload_status(status: dict[str, tuple[bool, float]]) -> None:

@@ -106,6 +106,7 @@ def cluster_start(
         ca_file=ca_file if ca_file.is_file() else None,
         live_samples=live_samples,
         keep_webhooks=manage_webhooks,
+        on_gang_api=metrics.set_gang_api,
     )
 
 
