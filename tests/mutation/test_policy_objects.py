@@ -119,7 +119,7 @@ def test_a_file_of_objects_is_a_policy_for_mutate(
     )
     assert main(["mutate", "-f", str(JOBSET), "--policy", str(f)]) == 2
     err = capsys.readouterr().err
-    assert "objects.yaml spec.rules[0] (q).labels['a b']: invalid key" in err, err
+    assert "objects.yaml KartaPolicy/bad spec.rules[0] (q).labels['a b']: invalid key" in err, err
 
 
 def _review(obj: Any, operation: str = "CREATE") -> Any:

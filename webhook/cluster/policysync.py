@@ -37,6 +37,7 @@ from webhook.mutation.policyobject import (
     PLURAL,
     VERSION,
     object_namespace,
+    object_ref,
     parse_namespace_policy_object,
     parse_policy_object,
 )
@@ -99,7 +100,10 @@ class PolicySync(ListWatch[Seen]):
             return Seen(obj, self.parse(obj))
         except PolicyError as e:
             errors = tuple(str(x) for x in e.errors)
-            log_event("policy.skipped", logging.WARNING, name=name, errors=list(errors))
+            log_event(
+                "policy.skipped", logging.WARNING, name=name, object=object_ref(obj),
+                errors=list(errors),
+            )  # fmt: skip
             return Seen(obj, None, errors)
 
     def parse(self, obj: Mapping[str, Any]) -> Policy:

@@ -164,6 +164,25 @@ def cluster_conflicts(team: Policy, cluster: Policy, namespace: str) -> list[Fie
     return errors
 
 
+def object_ref(doc: Any) -> str:
+    """How an error names a policy object: ``KartaPolicy/NAME``,
+    ``KartaNamespacePolicy/NAMESPACE/NAME`` (``?`` for a name it lacks)."""
+    if not isinstance(doc, Mapping):
+        return KIND
+    kind = NAMESPACED_KIND if doc.get("kind") == NAMESPACED_KIND else KIND
+    name = object_name(doc) or "?"
+    return (
+        f"{kind}/{object_namespace(doc) or '?'}/{name}"
+        if kind == NAMESPACED_KIND
+        else f"{kind}/{name}"
+    )
+
+
+def _ref(p: Policy, teams: list[Policy]) -> str:
+    """The ``KartaPolicy/NAME`` of a policy :func:`load_policies` read (``source``: its name)."""
+    return f"{NAMESPACED_KIND if any(p is t for t in teams) else KIND}/{p.source}"
+
+
 def object_name(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
@@ -308,12 +327,14 @@ def load_policies(path: Path | str) -> Policy:
         try:
             p = parse(doc, source)
         except PolicyError as e:  # every object's problems at once, each naming its document
+            ref = object_ref(doc)  # and the object: KartaPolicy/NAME
             errors.extend(
-                FieldError(f"{source} {err.path}".strip(), err.message) for err in e.errors
+                FieldError(f"{source} {ref} {err.path}".strip(), err.message) for err in e.errors
             )
             continue
         if p.source in seen:
-            raise PolicyError(source, [FieldError("metadata.name", f"{p.source!r} twice")])
+            ref = object_ref(doc)
+            raise PolicyError(source, [FieldError(f"{ref} metadata.name", f"{p.source!r} twice")])
         seen.add(p.source)
         (teams if namespaced else policies).append(p)
     if errors:
@@ -322,15 +343,16 @@ def load_policies(path: Path | str) -> Policy:
     for p in teams:  # refused at apply: checked here as the validating webhook would
         namespace = p.source.partition("/")[0]
         errors.extend(
-            FieldError(f"{p.source} {e.path}", e.message)
+            FieldError(f"{NAMESPACED_KIND}/{p.source} {e.path}", e.message)
             for e in cluster_conflicts(p, cluster, namespace)
         )
     if errors:
         raise PolicyError(str(path), errors)
     _, over = within_bounds(EMPTY, [*policies, *teams])
     if over:  # together past a bound of one policy: the file is refused, naming it
+        refs = {p.source: _ref(p, teams) for p in (*policies, *teams)}
         raise PolicyError(
             str(path),
-            [FieldError(f"{name} {e.path}", e.message) for name, es in over.items() for e in es],
+            [FieldError(f"{refs[n]} {e.path}", e.message) for n, es in over.items() for e in es],
         )
     return combine(EMPTY, policies, teams)
