@@ -238,6 +238,8 @@ class Shape(enum.Enum):
     STRING_MAP = "a map of strings"
     STRING = "a string"
     INTEGER = "an integer"
+    LIST = "a list"
+    OBJECT = "an object"
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,8 +289,12 @@ def _shape(node: Schema, shape: Shape, depth: int) -> ShapeCheck:
         if v.kind == "integer":
             return ok()
         return unsure() if v.kind in ("int-or-string", "number") else bad()
+    if shape is Shape.LIST:
+        return ok() if v.kind == "array" else bad()
     if v.kind != "object":
         return bad()
+    if shape is Shape.OBJECT:
+        return ok()
     if shape is Shape.STRING_MAP:
         if isinstance(v.additional, Mapping):
             values = _shape(v.additional, Shape.STRING, depth + 1)

@@ -26,6 +26,7 @@ from typing import Final
 
 from webhook.base.errors import FieldError, join_path
 from webhook.jq.paths import parse_plain
+from webhook.jq.readpaths import ReadPaths, read_paths
 from webhook.karta.carry import REFUSED_ANNOTATION, declined
 from webhook.karta.fields import FRAGMENTED, Role
 from webhook.karta.model import JqField, Karta
@@ -53,17 +54,24 @@ ROLE_SHAPES: Final[Mapping[Role, Shape]] = {
     Role.REPLICAS: Shape.INTEGER,
     Role.MIN_REPLICAS: Shape.INTEGER,
     Role.MAX_REPLICAS: Shape.INTEGER,
+    Role.PRIORITY_CLASS_NAME: Shape.STRING,
+    Role.IMAGE: Shape.STRING,
+    Role.CONTAINERS: Shape.LIST,
+    Role.RESOURCE_CLAIMS: Shape.LIST,
+    Role.CONTAINER: Shape.OBJECT,
+    Role.RESOURCES: Shape.OBJECT,
+    Role.POD_AFFINITY: Shape.OBJECT,
+    Role.NODE_AFFINITY: Shape.OBJECT,
+    Role.PHASE: Shape.STRING,
+    Role.CONDITIONS: Shape.LIST,
 }
-#: Value fields judged where they are plain paths.
-_PLAIN_VALUES: Final = frozenset(
-    {Role.INSTANCE_ID, Role.REPLICAS, Role.MIN_REPLICAS, Role.MAX_REPLICAS}
-)
 
 
 def judged(f: JqField) -> bool:
     """Whether ``f`` is judged against the root kind's schema (pod-side fields are judged
-    against the Pod schema instead)."""
-    return f.subject == "workload" and (f.field.mode == "paths" or f.role in _PLAIN_VALUES)
+    against the Pod schema instead): every workload-side field, written or read, where its
+    form says which paths it reads (:func:`webhook.jq.readpaths.read_paths`)."""
+    return f.subject == "workload"
 
 
 @dataclass
@@ -103,21 +111,65 @@ def check_fields(
             continue
         if not judged(f):
             continue
-        if steps is None:
+        if steps is not None:
+            result = check_expression(schema, f.expr, shape=ROLE_SHAPES.get(f.role))
+            _record(f, result, f"the {kind} schema", out)
+            if not result.outcome.is_error:
+                _hint(f, f.expr, out)
+            continue
+        read = read_paths(f.expr)
+        if read is None:
             if f.field.mode == "paths":
                 out.deferred.append(f)
             continue
-        result = check_expression(schema, f.expr, shape=ROLE_SHAPES.get(f.role))
-        _record(f, result, f"the {kind} schema", out)
-        if result.outcome.is_error:
-            continue
-        if f.role is Role.POD_TEMPLATE_SPEC:
-            out.template_paths.append(f.expr)
-        elif f.role is Role.POD_SPEC:
-            out.pod_spec_paths.append(f.expr)
-        elif f.role is Role.INSTANCE_ID:
-            out.id_paths.append(f.expr)
+        _guarded(f, read, schema, f"the {kind} schema", out)
     return out
+
+
+def _hint(f: JqField, path: str, out: SchemaFindings) -> None:
+    """Keep a plain path a synthesised sample should hold (a template, a pod spec, an id)."""
+    if f.role is Role.POD_TEMPLATE_SPEC:
+        out.template_paths.append(path)
+    elif f.role is Role.POD_SPEC:
+        out.pod_spec_paths.append(path)
+    elif f.role is Role.INSTANCE_ID:
+        out.id_paths.append(path)
+
+
+def _guarded(f: JqField, read: ReadPaths, schema: Schema, whose: str, out: SchemaFindings) -> None:
+    """Judge the plain paths of a guarded form (``P // empty | Q``, ``if P == null then empty
+    else Q end``, ...): what it yields must exist and have the field's shape, what it only
+    reads (``P``) must exist. Only errors are recorded: where the schema cannot judge, the
+    samples still do. A write at the object itself, its metadata or its spec is the write
+    rules' to judge (:mod:`webhook.validation.targets`), with their own message."""
+    for path in read.reads:
+        message = _path_error(check_expression(schema, path))
+        if message:
+            out.errors.append(FieldError(f.path, f"{message} ({whose})"))
+    # A status path with a default (``(.status.conditions // [])``) is how a definition of a
+    # kind without conditions fills upstream's required field: a field the schema lacks is
+    # then no mistake, unless the schema has one of a close name (a typo).
+    lenient = read.defaulted and f.role in _STATUS
+    for path in read.results:
+        if f.field.write and path in _ROOT_PLACES:
+            continue
+        message = _path_error(check_expression(schema, path, shape=ROLE_SHAPES.get(f.role)))
+        if message and lenient and "did you mean" not in message:
+            continue
+        if message:
+            out.errors.append(FieldError(f.path, f"{message} ({whose})"))
+        else:
+            _hint(f, path, out)
+
+
+_STATUS: Final = frozenset({Role.PHASE, Role.CONDITIONS})
+#: Where the write rules refuse to write (:func:`webhook.validation.targets.misdirected`).
+_ROOT_PLACES: Final = frozenset({".", ".metadata", ".spec"})
+
+
+def _path_error(result: ExpressionCheck) -> str:
+    errors = result.errors
+    return errors[0] if errors else ""
 
 
 def check_locations(

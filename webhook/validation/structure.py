@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from webhook.base.errors import FieldError, join_path
 from webhook.base.names import label_value_errors, qualified_name_errors
 from webhook.karta.fields import Role
+from webhook.karta.format import unknown_fields
 from webhook.karta.model import Component, Karta
 from webhook.karta.statusmodel import STATUS_ORDER
 
@@ -38,6 +39,7 @@ class Findings:
 
 def check_structure(k: Karta) -> Findings:
     out = Findings()
+    out.errors.extend(unknown_fields(k.raw))
     names_ok = _names(k, out)
     _root(k.root, out)
     if names_ok:  # with ambiguous names, ownership cannot be judged (upstream stops too)
