@@ -115,7 +115,8 @@ def admit(state: State, webhook: str, handle: Handler, body: bytes) -> tuple[int
         return 400, (str(e) + "\n").encode()
     gvk = req.object_kind
     waiting = []
-    if webhook == "mutate" and not state.ready and not is_karta_kind(gvk):
+    # the gang's Pod webhook too: before the policy is read a pod would miss its group for good
+    if webhook in ("mutate", "gang") and not state.ready and not is_karta_kind(gvk):
         waiting = _sources_read(state)
     snap = state.snapshot  # once per request: one consistent registry and policy
     kind = _kind_label(snap, gvk)
