@@ -537,3 +537,52 @@ def test_definitions_gauge_follows_the_snapshot(state: State) -> None:
     assert metric("karta_webhook_definitions_loaded") == n
     state.set_cluster([])  # a new snapshot (same definitions) updates the gauge through a listener
     assert metric("karta_webhook_definitions_loaded") == n
+
+
+def test_the_gang_route_links_a_pod_to_its_group(tmp_path: Path) -> None:
+    """``POST /gang`` answers the gang's Pod webhook through the app, counted as ``gang``."""
+    import copy
+
+    from helpers import sample
+
+    from webhook.workload.gang import GANG_LABEL, group_name
+
+    p = tmp_path / "policy.yaml"
+    p.write_text("rules: [{name: g, match: {kinds: [JobSet]}, gang: native}]\n")
+    st = State([], p)
+    js = copy.deepcopy(sample("jobset.x-k8s.io-jobset-v1alpha2", "leader-workers.yaml"))
+    js["metadata"].update(uid="js-uid", resourceVersion="7")
+    st.owners = lambda ns, ref, deadline: js if ref["uid"] == "js-uid" else None
+    ref = {
+        "apiVersion": js["apiVersion"],
+        "kind": "JobSet",
+        "name": "trainer",
+        "uid": "js-uid",
+        "controller": True,
+    }
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "research", "ownerReferences": [ref],
+                     "labels": {GANG_LABEL: "native", "jobset.sigs.k8s.io/replicatedjob-name": "leader"}},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }  # fmt: skip
+    before = metric(
+        "karta_webhook_requests_total",
+        webhook="gang",
+        kind="Pod",
+        operation="CREATE",
+        outcome="patched",
+    )
+    r = answer(post(server.create_app(st).test_client(), "/gang", review(pod, resource="pods")))
+    assert patch_of(r) == [
+        {"op": "add", "path": "/spec/schedulingGroup",
+         "value": {"podGroupName": group_name("trainer", "js-uid", "jobset")}}
+    ]  # fmt: skip
+    after = metric(
+        "karta_webhook_requests_total",
+        webhook="gang",
+        kind="Pod",
+        operation="CREATE",
+        outcome="patched",
+    )
+    assert after == before + 1
