@@ -114,6 +114,17 @@ def test_serves_readyz_metrics_and_mutate_as_offline_mutate(
     assert "karta_webhook_requests_total{" in metrics and 'webhook="mutate"' in metrics
 
 
+def test_the_images_health_check_passes_in_the_running_container(
+    served: tuple[container.Container, dict[str, bytes]],
+) -> None:
+    c, _ = served
+    info = json.loads(container.podman("image", "inspect", c.image).stdout)[0]
+    kind, *command = info["Config"]["Healthcheck"]["Test"]
+    assert kind == "CMD"
+    out = container.podman("exec", c.id, *command, check=False)
+    assert out.returncode == 0, out.stderr
+
+
 def test_tls_secret_rotated_in_place_is_picked_up(
     served: tuple[container.Container, dict[str, bytes]], tmp_path: Path
 ) -> None:
@@ -150,6 +161,7 @@ def test_image_runs_as_65532_and_holds_no_build_tools(image: str) -> None:
     assert info["Config"]["User"] == "65532:65532"
     assert info["Config"]["Entrypoint"] == ["karta-webhook"]
     assert {"8443/tcp", "9090/tcp"} <= set(info["Config"]["ExposedPorts"])
+    assert "/healthz" in " ".join(info["Config"]["Healthcheck"]["Test"])  # kept: --format docker
     assert info["Size"] <= MAX_IMAGE_BYTES, f"{info['Size'] / 1e6:.0f} MB"
     # What a shell in the image finds (the entrypoint replaced by sh for this look only).
     script = (
