@@ -119,7 +119,7 @@ def test_the_images_health_check_passes_in_the_running_container(
 ) -> None:
     c, _ = served
     info = json.loads(container.podman("image", "inspect", c.image).stdout)[0]
-    kind, *command = info["Config"]["Healthcheck"]["Test"]
+    kind, *command = info["Healthcheck"]["Test"]
     assert kind == "CMD"
     out = container.podman("exec", c.id, *command, check=False)
     assert out.returncode == 0, out.stderr
@@ -161,7 +161,7 @@ def test_image_runs_as_65532_and_holds_no_build_tools(image: str) -> None:
     assert info["Config"]["User"] == "65532:65532"
     assert info["Config"]["Entrypoint"] == ["karta-webhook"]
     assert {"8443/tcp", "9090/tcp"} <= set(info["Config"]["ExposedPorts"])
-    assert "/healthz" in " ".join(info["Config"]["Healthcheck"]["Test"])  # kept: --format docker
+    assert "/healthz" in " ".join(info["Healthcheck"]["Test"])  # kept: --format docker
     assert info["Size"] <= MAX_IMAGE_BYTES, f"{info['Size'] / 1e6:.0f} MB"
     # What a shell in the image finds (the entrypoint replaced by sh for this look only).
     script = (
