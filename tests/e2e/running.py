@@ -201,11 +201,16 @@ def start(
         if proc.poll() is not None:
             raise ServerFailed(f"server exited with {proc.returncode}:\n{log.read_text()}")
         try:
-            if server.request("GET", "/healthz", timeout=2)[0] == 200:
+            # /healthz answers while the definitions load (webhook.server.early); served once
+            # /readyz is no longer the loading one
+            if (
+                server.request("GET", "/healthz", timeout=2)[0] == 200
+                and b'"loading"' not in (server.request("GET", "/readyz", timeout=2)[1])
+            ):
                 return server
         except OSError:
             pass
         if time.monotonic() > deadline:
             server.stop()
-            raise ServerFailed(f"server did not answer /healthz in {wait} s:\n{log.read_text()}")
+            raise ServerFailed(f"server did not serve in {wait} s:\n{log.read_text()}")
         time.sleep(0.1)

@@ -208,12 +208,28 @@ def _prepare_metrics_dir() -> None:
     atexit.register(remove)
 
 
+def _early_probes(args: argparse.Namespace, cert: Path, key: Path) -> Any:
+    """:class:`~webhook.server.early.EarlyProbes` on the server's ports; None (logged) when
+    they cannot listen: the load goes on, and gunicorn reports the ports."""
+    from webhook.server.early import EarlyProbes
+    from webhook.server.run import log
+
+    try:
+        return EarlyProbes(args.host, args.port, cert, key, args.metrics_port)
+    except (OSError, ValueError) as e:
+        log.warning(
+            "the probes are not answered while loading", extra={"fields": {"error": str(e)}}
+        )
+        return None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """serve [--host H] [--port P] [--tls-cert F --tls-key F] [--catalog DIR]... [--policy F] [--workers N].
 
     Without TLS flags a development CA and certificate for localhost are made (or reused) in
     ``--certs-dir``. The definitions and the policy are loaded here, before gunicorn forks its
-    workers, so a bad file is exit 2 with its message rather than a crashing worker.
+    workers, so a bad file is exit 2 with its message rather than a crashing worker; the
+    probes are answered while they load (:mod:`webhook.server.early`).
     """
     if bool(args.tls_cert) != bool(args.tls_key):
         _err("serve: --tls-cert and --tls-key go together")
@@ -236,29 +252,37 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not 0 <= args.live_samples <= MAX_LIVE_SAMPLES:
         _err(f"serve: --live-samples must be between 0 and {MAX_LIVE_SAMPLES}")
         return EXIT_INPUT
-    from webhook.admission.rulebook import definition_vet
-    from webhook.admission.state import State
-    from webhook.karta.loading import samples_dir
-    from webhook.karta.samples import SampleIndex
-
-    # First what can be wrong with the input (exit 2), before anything is set up for serving.
-    # A --catalog definition is used only once it passes /validate's checks (one rulebook).
-    vet = definition_vet(SampleIndex.load([samples_dir()])) if args.catalog else None
-    state = State(args.catalog or [], args.policy, watch_cluster=not args.no_kube, vet=vet)
     problem = _ports_problem(args) or _tls_problem(args)
     if problem:
         _err(f"serve: {problem}")
         return EXIT_INPUT
     _prepare_metrics_dir()
+    if args.tls_cert:
+        cert, key = Path(args.tls_cert), Path(args.tls_key)
+    else:
+        from webhook.server.run import dev_certificate
 
+        cert, key = dev_certificate(Path(args.certs_dir), args.port)
+    # Checking thousands of --catalog definitions takes minutes (the bundled catalog loads in
+    # about a second): the probes are answered meanwhile (/healthz 200, /readyz 503), so the
+    # liveness probe never restarts a loading container. Started before the heavy imports.
+    early = _early_probes(args, cert, key) if args.catalog else None
+    from webhook.admission.rulebook import definition_vet
+    from webhook.admission.state import State
+    from webhook.karta.loading import samples_dir
+    from webhook.karta.samples import SampleIndex
     from webhook.server import logs
     from webhook.server import run as serving
 
     logs.configure_logging()
-    if args.tls_cert:
-        cert, key = Path(args.tls_cert), Path(args.tls_key)
-    else:
-        cert, key = serving.dev_certificate(Path(args.certs_dir), args.port)
+    try:
+        # A --catalog definition is used only once it passes /validate's checks (one
+        # rulebook); a bad file is exit 2 with its message.
+        vet = definition_vet(SampleIndex.load([samples_dir()])) if args.catalog else None
+        state = State(args.catalog or [], args.policy, watch_cluster=not args.no_kube, vet=vet)
+    finally:
+        if early is not None:
+            early.stop()
     worker_start = (
         []
         if args.no_kube

@@ -134,7 +134,7 @@ def start_webhook(
         )  # fmt: skip
     hook = Webhook(d, port, proc, policy_file)
     deadline = time.monotonic() + 60
-    while not hook.healthy():
+    while not hook.healthy() or _loading(hook):
         if proc.poll() is not None:
             raise AssertionError(f"serve exited with {proc.returncode}:\n{hook.log_text()}")
         if time.monotonic() > deadline:
@@ -142,6 +142,14 @@ def start_webhook(
             raise AssertionError(f"serve did not answer /healthz in 60 s:\n{hook.log_text()}")
         time.sleep(0.2)
     return hook
+
+
+def _loading(hook: Webhook) -> bool:
+    """Whether ``hook`` still loads its definitions (the probes of webhook.server.early)."""
+    try:
+        return bool(hook.readyz().get("loading"))
+    except (OSError, ValueError):
+        return True
 
 
 def configurations(
