@@ -12,7 +12,8 @@ from urllib.parse import urlparse
 import pytest
 from fakeapi import FakeAPI, status
 
-from webhook.cluster.policysync import PolicyStatus, Seen, accepted
+from webhook.admission.state import State
+from webhook.cluster.policysync import PolicyStatus, Seen, accepted, shadows_in
 from webhook.mutation.policyfile import PolicyError
 from webhook.mutation.policyobject import (
     GROUP,
@@ -130,3 +131,34 @@ def test_same_named_team_policies_each_log_their_refused_write(
     ]
     assert writer.failed == {}
     assert len(patched) == 3 * 2 + 2
+
+
+def test_a_team_policy_whose_key_a_cluster_policy_takes_says_which_rule_wins(
+    fake: FakeAPI, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Issue 49 item 4: Shadowed=True naming the winning rule while a cluster policy sets the
+    team's key in its namespace (the team's rule loses there), back to False when it goes."""
+    patched = serve_team_patches(fake, monkeypatch, refuse=set())
+    state = State(bundled=False)
+    queues = {**OBJ, "metadata": {"name": "queues"}}
+    queues["spec"] = {"rules": [{"name": "label-a", "match": {"namespaces": ["team-*"]},
+                                 "labels": {"a": "cluster"}}]}  # fmt: skip
+    writer = PolicyStatus(fake.api(), namespaced=True, elector=None, shadows=shadows_in(state))
+    state.listeners.append(writer.policies_changed)
+
+    def shadowed_condition(rv: str) -> dict[str, Any]:
+        writer.on_change({"team-a/p": team_policy("team-a", rv)})
+        assert writer.reconcile() == 1
+        conds = {c["type"]: c for c in patched[-1][1]["status"]["conditions"]}
+        assert conds["Accepted"]["status"] == "True"
+        return conds["Shadowed"]
+
+    got = shadowed_condition("1")
+    assert (got["status"], got["reason"]) == ("False", "NotShadowed")
+    state.set_policies([parse_policy_object(queues)])
+    got = shadowed_condition("2")
+    assert (got["status"], got["reason"]) == ("True", "ClusterPolicyWins")
+    assert "rule 'queues/label-a'" in got["message"] and "labels['a']" in got["message"]
+    state.set_policies([])  # the cluster policy goes: the team's rule is in force again
+    got = shadowed_condition("3")
+    assert got["status"] == "False"

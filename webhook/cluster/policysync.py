@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Unpack
 
@@ -36,6 +36,8 @@ from webhook.mutation.policyobject import (
     NAMESPACED_PLURAL,
     PLURAL,
     VERSION,
+    cluster_conflicts,
+    cluster_part,
     object_namespace,
     object_ref,
     parse_namespace_policy_object,
@@ -45,6 +47,8 @@ from webhook.mutation.policyobject import (
 #: how often a missing policy CRD is looked for again
 ABSENT_RETRY_SECONDS = 30.0
 ACCEPTED = "Accepted"
+#: a KartaNamespacePolicy's condition: a cluster policy rule sets a key it sets, and wins
+SHADOWED = "Shadowed"
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,34 @@ def accepted(seen: Seen, over: tuple[str, ...] = ()) -> conditions.Condition:
     if len(message) > STATUS_MESSAGE_CHARS:
         message = message[: STATUS_MESSAGE_CHARS - 3] + "..."
     return conditions.Condition(ACCEPTED, False, "Invalid", message)
+
+
+def shadowed(shadows: list[str]) -> conditions.Condition:
+    """The ``Shadowed`` condition of a KartaNamespacePolicy: True, naming each key and the
+    cluster rule that wins it, while a cluster policy sets a key it sets (its rule then loses
+    there: cluster rules come first); False once none does."""
+    if not shadows:
+        return conditions.Condition(
+            SHADOWED, False, "NotShadowed", "no cluster policy sets its keys"
+        )
+    shown = "; ".join(shadows[:STATUS_ERRORS])
+    more = f" (and {len(shadows) - STATUS_ERRORS} more)" if len(shadows) > STATUS_ERRORS else ""
+    message = f"a cluster policy wins: {shown}{more}"
+    if len(message) > STATUS_MESSAGE_CHARS:
+        message = message[: STATUS_MESSAGE_CHARS - 3] + "..."
+    return conditions.Condition(SHADOWED, True, "ClusterPolicyWins", message)
+
+
+def shadows_in(state: State) -> Callable[[str, Policy], list[str]]:
+    """For a KartaNamespacePolicy (by ``<namespace>/<name>``), the keys a cluster policy in
+    force in ``state`` sets in its namespace, each with the rule that wins it."""
+
+    def shadows(key: str, policy: Policy) -> list[str]:
+        cluster = cluster_part(state.snapshot.policy)
+        namespace = key.partition("/")[0]
+        return [f"{e.path}: {e.message}" for e in cluster_conflicts(policy, cluster, namespace)]
+
+    return shadows
 
 
 class PolicySync(ListWatch[Seen]):
@@ -169,12 +201,26 @@ class PolicyStatus(LeaderStatusWriter):
     failed_event = "policy.status-failed"
 
     def __init__(
-        self, api: Any, *, namespaced: bool = False, **options: Unpack[WriterOptions]
+        self,
+        api: Any,
+        *,
+        namespaced: bool = False,
+        shadows: Callable[[str, Policy], list[str]] | None = None,
+        **options: Unpack[WriterOptions],
     ) -> None:
         super().__init__(api, **options)
         self.namespaced = namespaced
+        #: a namespaced policy's keys that a cluster policy wins (:func:`shadows_in`), for its
+        #: ``Shadowed`` condition; None: no such condition
+        self.shadows = shadows
         self._items: dict[str, Seen] = {}
         self._over: dict[str, tuple[str, ...]] = {}
+
+    def policies_changed(self, _snapshot: Any = None) -> None:
+        """The policy in force changed (a state listener): look at the conditions again."""
+        if self.shadows is not None:
+            self._dirty = True
+            self._wake.set()
 
     def on_change(
         self, items: dict[str, Seen], over: dict[str, tuple[str, ...]] | None = None
@@ -199,11 +245,19 @@ class PolicyStatus(LeaderStatusWriter):
             generation = object_generation(seen.obj)
             current = conditions.current_conditions(seen.obj)
             want = accepted(seen, self._over.get(name, ()))
-            new = conditions.merged(current, [want], generation, now)
+            wants = [want]
+            if self.shadows is not None and seen.policy is not None:
+                wants.append(shadowed(self.shadows(name, seen.policy)))
+            new = conditions.merged(current, wants, generation, now)
             if new is None:
                 continue
             if self._patch(name, rv, new, want.status_text):
                 wrote += 1
+                if len(wants) > 1:  # said when it changes (the condition's message says it)
+                    log_event(
+                        "namespace-policy.shadowed", name=name, shadowed=wants[1].status,
+                        message=wants[1].message,
+                    )  # fmt: skip
         self._patched_from = {n: v for n, v in self._patched_from.items() if n in items}
         return wrote
 

@@ -36,7 +36,12 @@ from webhook.cluster.lease import LeaseElector, NamespaceMissing, namespace_miss
 from webhook.cluster.livesamples import LiveSampler, no_retry_client
 from webhook.cluster.namespaces import NamespaceWatch
 from webhook.cluster.owners import OwnerReader
-from webhook.cluster.policysync import NamespacePolicySync, PolicyStatus, PolicySync
+from webhook.cluster.policysync import (
+    NamespacePolicySync,
+    PolicyStatus,
+    PolicySync,
+    shadows_in,
+)
 from webhook.jq.engine import Engine
 
 
@@ -160,7 +165,13 @@ def start(
     # keeper or the Karta status writer renews the Lease).
     policy_status = PolicyStatus(api, elector=elector) if write_status else None
     policies = PolicySync(state, api, policy_status, resync_seconds=resync_seconds)
-    team_status = PolicyStatus(api, elector=elector, namespaced=True) if write_status else None
+    team_status = (
+        PolicyStatus(api, elector=elector, namespaced=True, shadows=shadows_in(state))
+        if write_status
+        else None
+    )
+    if team_status is not None:  # a cluster policy that comes or goes changes Shadowed
+        state.listeners.append(team_status.policies_changed)
     teams = NamespacePolicySync(state, api, team_status, resync_seconds=resync_seconds)
     # Ready once every source of policy is read (the Kartas: ``cluster_synced``), not before:
     # a workload admitted between would miss the policy objects' rules.
