@@ -267,3 +267,60 @@ def test_the_typo_and_the_correct_definition_no_longer_read_alike() -> None:
     r = run(bad, TF_SCHEMA)
     assert not r.ok
     assert r.lines() != run(good, TF_SCHEMA).lines()
+
+
+# --------------------------------------------------------------------------- carried per component
+
+
+def spark() -> dict[str, Any]:
+    path = catalog_dir() / "sparkoperator.k8s.io-sparkapplication-v1beta2.yaml"
+    doc = yaml.safe_load(path.read_text())
+    assert isinstance(doc, dict)
+    return doc
+
+
+def carried_line(r: Report) -> str:
+    [line] = [n for n in r.notes if n.startswith("policy fields carried: ")]
+    return line
+
+
+def test_components_alike_print_one_line() -> None:
+    line = carried_line(run(spark()))
+    assert "per component" not in line
+
+
+def test_a_component_carrying_fewer_fields_is_named() -> None:
+    doc = spark()
+    frag = child(doc, 0)["specDefinition"]["fragmentedPodSpecDefinition"]
+    del frag["labelsPath"]
+    r = run(doc)
+    assert r.ok and not [w for w in r.warnings if "carries" in w], r.warnings
+    line = carried_line(r)
+    assert line.startswith("policy fields carried: labels, annotations,")  # the union
+    assert "; per component: driver: annotations, schedulerName," in line
+    assert "; executor: labels, annotations, schedulerName," in line
+
+
+def test_a_pod_bearing_component_carrying_nothing_essential_is_warned() -> None:
+    doc = spark()
+    # writes a priority class only, at a place that implies no pod spec
+    child(doc, 0)["specDefinition"] = {
+        "fragmentedPodSpecDefinition": {"priorityClassNamePath": ".spec.driver.pcn"}
+    }
+    r = run(doc)
+    assert [w for w in r.warnings if "carries" in w] == [
+        f"{SD}.childComponents[0]: component 'driver' has pods but carries none of labels, "
+        "annotations, schedulerName: no policy can reach its pods"
+    ]
+    assert "per component: driver: priorityClassName;" in carried_line(r)
+
+
+def test_a_component_of_read_only_paths_alone_is_not_warned() -> None:
+    """It describes its pods (GPUs, as NIMCache and a TrainJob's trainer do), writes nothing."""
+    doc = spark()
+    child(doc, 0)["specDefinition"] = {
+        "fragmentedPodSpecDefinition": {"resourcesPath": ".spec.driver.gpu // empty"}
+    }
+    r = run(doc)
+    assert not [w for w in r.warnings if "carries" in w], r.warnings
+    assert "per component" not in carried_line(r)

@@ -33,7 +33,7 @@ from webhook.karta.fields import (
     WRITE_FRAGMENTS,
     Role,
 )
-from webhook.karta.model import Karta
+from webhook.karta.model import Component, Karta
 from webhook.karta.podspec import IMPLIED, implied_fields, implied_pod_spec
 
 #: The annotation of a Karta that lists the policy fields its kind refuses.
@@ -70,20 +70,59 @@ def declined_errors(karta: Karta) -> list[FieldError]:
 
 def carried(karta: Karta) -> tuple[str, ...]:
     """The policy fields some component of ``karta`` has a place for, in table order."""
-    found: set[str] = set()
-    for c in karta.components:
-        pattern = c.pattern
-        for inj in INJECTABLES:
-            if pattern == TEMPLATE:
-                found.add(inj.key)
-            elif pattern == POD_SPEC:
-                if inj.in_pod_spec is not None or c.exprs.get(Role.METADATA):
-                    found.add(inj.key)
-            elif pattern == FRAGMENTED:
-                own = inj.fragment is not None and bool(c.exprs.get(inj.fragment))
-                if own or inj in implied_fields(c):
-                    found.add(inj.key)
+    found = {k for c in karta.components for k in carried_by(c)}
     return tuple(k for k in INJECTABLE_KEYS if k in found)
+
+
+def carried_by(c: Component) -> tuple[str, ...]:
+    """The policy fields component ``c`` has a place for, in table order."""
+    found: set[str] = set()
+    pattern = c.pattern
+    for inj in INJECTABLES:
+        if pattern == TEMPLATE:
+            found.add(inj.key)
+        elif pattern == POD_SPEC:
+            if inj.in_pod_spec is not None or c.exprs.get(Role.METADATA):
+                found.add(inj.key)
+        elif pattern == FRAGMENTED:
+            own = inj.fragment is not None and bool(c.exprs.get(inj.fragment))
+            if own or inj in implied_fields(c):
+                found.add(inj.key)
+    return tuple(k for k in INJECTABLE_KEYS if k in found)
+
+
+#: What a scheduler policy needs at the least: a component with pods that carries none of
+#: them is left out of every policy (``validate`` warns).
+ESSENTIAL: tuple[str, ...] = ("labels", "annotations", "schedulerName")
+
+
+def writes(c: Component) -> bool:
+    """Whether ``c`` says where its pods' fields are written: a template, a pod spec, or a
+    written fragment (a fragmented component of read-only paths alone, such as a GPU count,
+    only describes its pods: NIMCache, a TrainJob's trainer)."""
+    if c.pattern == FRAGMENTED:
+        return any(c.exprs.get(r) for r in WRITE_FRAGMENTS)
+    return c.pattern is not None
+
+
+def bare(karta: Karta) -> list[str]:
+    """A warning per component that writes (:func:`writes`) but carries none of
+    :data:`ESSENTIAL`."""
+    return [
+        f"{c.field_path}: component {c.name!r} has pods but carries none of "
+        f"{', '.join(ESSENTIAL)}: no policy can reach its pods"
+        for c in karta.components
+        if writes(c) and not set(carried_by(c)) & set(ESSENTIAL)
+    ]
+
+
+def per_component(karta: Karta) -> str | None:
+    """The fields each pod-bearing component carries, when they are not all alike (a
+    component that carries fewer than its siblings); None when they are."""
+    rows = [(c.name, carried_by(c)) for c in karta.components if writes(c)]
+    if len({fields for _, fields in rows}) <= 1:
+        return None
+    return "; ".join(f"{name}: {', '.join(fields) or 'none'}" for name, fields in rows)
 
 
 def not_implied(karta: Karta) -> list[str]:
@@ -113,6 +152,8 @@ def summary(karta: Karta) -> str | None:
         line += f"; no place for {', '.join(missing)} (rules that set them are not applicable)"
         if any(i.key in missing for i in IMPLIED) and (why := not_implied(karta)):
             line += f"; no pod spec implied: {'; '.join(why)}"
+    if (rows := per_component(karta)) is not None:
+        line += f"; per component: {rows}"
     left = [k for k in INJECTABLE_KEYS if k in refused]
     if left:
         line += f"; refused by the kind, per {REFUSED_ANNOTATION}: {', '.join(left)}"

@@ -94,6 +94,8 @@ def check(
     gvk = karta.gvk if karta.gvk and karta.gvk.version and karta.gvk.kind else None
     real = c.checked - c.synthesised
     c.found.errors.extend(carry.declined_errors(karta))
+    for w in carry.bare(karta):
+        c.warn(w)
     if not c.found.errors and (fields := carry.summary(karta)) is not None:
         if c.unfit:
             fields += (

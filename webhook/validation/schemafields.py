@@ -111,7 +111,7 @@ def check_fields(
             continue
         if not judged(f):
             continue
-        if steps is not None:
+        if steps is not None and f.role not in _STATUS:
             result = check_expression(schema, f.expr, shape=ROLE_SHAPES.get(f.role))
             _record(f, result, f"the {kind} schema", out)
             if not result.outcome.is_error:
@@ -146,15 +146,16 @@ def _guarded(f: JqField, read: ReadPaths, schema: Schema, whose: str, out: Schem
         message = _path_error(check_expression(schema, path))
         if message:
             out.errors.append(FieldError(f.path, f"{message} ({whose})"))
-    # A status path with a default (``(.status.conditions // [])``) is how a definition of a
-    # kind without conditions fills upstream's required field: a field the schema lacks is
-    # then no mistake, unless the schema has one of a close name (a typo).
-    lenient = read.defaulted and f.role in _STATUS
+    # A status path is required on the root (upstream's rule), so a definition of a kind
+    # without conditions (or without a status schema) names one that is never there,
+    # usually with a default (``(.status.conditions // [])``): a field the schema lacks is no
+    # mistake there, unless the schema has one of a close name (a typo). Wrong types are.
+    lenient = f.role in _STATUS
     for path in read.results:
         if f.field.write and path in _ROOT_PLACES:
             continue
         message = _path_error(check_expression(schema, path, shape=ROLE_SHAPES.get(f.role)))
-        if message and lenient and "did you mean" not in message:
+        if lenient and "has no field" in message and "did you mean" not in message:
             continue
         if message:
             out.errors.append(FieldError(f.path, f"{message} ({whose})"))
