@@ -1,7 +1,8 @@
 """Rules decided by the namespace through a real API server (issue 36 items 3, 4): the server in
 cluster mode watches Namespaces (metadata only) and one rule gives each workload the queue its
 namespace is labelled with; a namespace without the label gets nothing; a label changed or a
-namespace created later is in force within the watch's latency (measured, printed)."""
+namespace created later is in force within the watch's latency (measured, printed). On UPDATE
+an objectSelector matches the old or the new object, as the API server's own (issue 49 item 3)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from hooks import Webhook, configurations, register, start_webhook, unregister, 
 
 QUEUE = "kai.scheduler/queue"
 POLICY = """\
+operations: [CREATE, UPDATE]
 rules:
 - name: queue
   match:
@@ -37,7 +39,7 @@ def hook(plane: kapi.ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> 
     )
     probe = _namespace(plane, "probe")
     try:
-        register(plane, configurations(served, failure_policy="Fail"))
+        register(plane, configurations(served, policy=served.policy, failure_policy="Fail"))
         wait_until(
             "the mutating webhook labels a dry-run Deployment with its namespace's queue",
             lambda: _queue(plane, probe) == "probe",
@@ -127,3 +129,29 @@ def test_an_object_selector_reads_the_workloads_own_labels(
     ns = _namespace(plane, None)
     assert "example.com/tier" not in _created(plane, ns, tier="cpu").get("annotations", {})
     assert _created(plane, ns, tier="gpu")["annotations"]["example.com/tier"] == f"gpu in {ns}"
+
+
+def test_an_update_that_drops_the_selecting_label_is_stamped_again(
+    plane: kapi.ControlPlane, hook: Webhook
+) -> None:
+    """The contract: the old object matched, so the rule applies, as the API server itself
+    would call a webhook whose objectSelector the old object matched."""
+    ns = _namespace(plane, None)
+    made = _deployment(ns, tier="gpu")
+    status, out = plane.request("POST", f"/apis/apps/v1/namespaces/{ns}/deployments", made)
+    assert status == 201, out
+    assert out["spec"]["template"]["metadata"]["annotations"]["example.com/tier"] == f"gpu in {ns}"
+    # the user removes the workload's label and the stamped annotation in one UPDATE
+    out["metadata"]["labels"] = {}
+    del out["spec"]["template"]["metadata"]["annotations"]
+    path = f"/apis/apps/v1/namespaces/{ns}/deployments/{out['metadata']['name']}"
+    status, updated = plane.request("PUT", path, out)
+    assert status == 200, updated
+    assert not updated["metadata"].get("labels")
+    got = updated["spec"]["template"]["metadata"].get("annotations", {})
+    assert got.get("example.com/tier") == f"gpu in {ns}"
+    # neither the old nor the new object matches: nothing is stamped
+    updated["spec"]["template"]["metadata"].pop("annotations", None)
+    status, again = plane.request("PUT", path, updated)
+    assert status == 200, again
+    assert "example.com/tier" not in again["spec"]["template"]["metadata"].get("annotations", {})
