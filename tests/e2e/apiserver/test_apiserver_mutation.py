@@ -52,10 +52,12 @@ BUILTIN_GROUPS = {"", "apps", "batch"}
 NO_CRD = {
     "apps.nvidia.com/v1alpha1/NIMCache",
     "apps.nvidia.com/v1alpha1/NIMService",
+    "batch.volcano.sh/v1alpha1/Job",
     "kubeflow.org/v1/Notebook",
     "milvus.io/v1beta1/Milvus",
     "nvidia.com/v1alpha1/DynamoGraphDeployment",
     "nvidia.com/v1beta1/DynamoGraphDeployment",
+    "sparkoperator.k8s.io/v1beta2/SparkApplication",
     # Not a missing module: agent-sandbox v1.0.1's CRD serves v1beta1 only and has the same
     # name as v0.1.1's (v1alpha1), so the suite installs the current one.
     "agents.x-k8s.io/v1alpha1/Sandbox",
