@@ -29,6 +29,7 @@ from webhook.jq.engine import Engine
 from webhook.jq.sandbox import Sandbox
 from webhook.karta.samples import SampleIndex
 from webhook.server import access, logs, metrics
+from webhook.server.allocator import fix_mmap_threshold
 from webhook.server.app import Webhooks, create_app
 from webhook.server.app_admission import AdmissionRoutes
 from webhook.server.certs import CertError
@@ -166,6 +167,9 @@ def run(
         raise CertError(
             f"cannot load TLS certificate {certfile} with key {keyfile}: {why}"
         ) from None
+    # large blocks go back to the system when freed, in the master and every worker it forks
+    # (webhook.server.allocator: a worker kept 150 MiB after hostile requests without it)
+    fix_mmap_threshold()
     # every connection a worker may hold, and some for sandbox pipes, listeners, metric files
     raise_open_files((1 + WAITING_FACTOR) * max(1, max_connections) + 256)
     app = create_app(
