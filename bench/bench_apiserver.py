@@ -48,7 +48,10 @@ adds is roughly its added CPU per create times the queue, which the last note wo
 the rates.
 
 Run: ``python bench/bench_apiserver.py [--creates 2000] [--concurrency 1,32] [--rounds 10]
-[--json FILE] [--serve-arg=--workers=1 ...]``. Without ``go`` on PATH the Go floor is left out
+[--json FILE] [--serve-arg=--workers=1 ...] [--policy-objects N --baseline DIR]``. With
+``--policy-objects 50 --baseline DIR`` (DIR: this same checkout), ``webhook`` serves the policy
+as a KartaPolicy beside 50 that do not apply and ``baseline`` beside none: what they cost a
+create through the API server (issue 49). Without ``go`` on PATH the Go floor is left out
 (said so). Loopback only; everything started is stopped on the way out.
 """
 
@@ -99,6 +102,29 @@ rules:
   schedulerName: {SCHEDULER}
   labels: {{{LABEL}: {QUEUE}}}
 """
+
+
+def policy_objects(others: int) -> str:
+    """:data:`POLICY` as a KartaPolicy, and ``others`` KartaPolicies that do not apply to the
+    bench's JobSets (issue 49): for other kinds and for JobSets in other namespaces, with
+    objectSelectors and values read from the workload's labels, as a platform's teams have them."""
+    kinds = ("PyTorchJob", "RayCluster", "LeaderWorkerSet", "Deployment", "StatefulSet", "Job")
+    docs = [{"apiVersion": "policies.karta-webhook.run.ai/v1alpha1", "kind": "KartaPolicy",
+             "metadata": {"name": "aa-kai"}, "spec": yaml.safe_load(POLICY)}]  # fmt: skip
+    for i in range(others):
+        match: dict[str, Any] = (
+            {"kinds": [kinds[i % len(kinds)]]}
+            if i % 2 == 0
+            else {"kinds": ["JobSet"], "namespaces": [f"team-{i}"]}
+        )
+        match["objectSelector"] = {"matchLabels": {"team": f"t{i}"}}
+        rule = {"name": "r", "match": match, "labels": {f"example.com/p{i}": "v"},
+                "annotations": {f"example.com/a{i}": "$(workload.labels['team'])"}}  # fmt: skip
+        docs.append({"apiVersion": "policies.karta-webhook.run.ai/v1alpha1",
+                     "kind": "KartaPolicy", "metadata": {"name": f"p-{i:04d}"},
+                     "spec": {"rules": [rule]}})  # fmt: skip
+    return yaml.safe_dump_all(docs)
+
 
 #: The same mutation as the policy above, in CEL: per replicated job, one op for the
 #: schedulerName and one for the label (the labels map, or the metadata, made when missing).
@@ -165,7 +191,9 @@ def map_docs(namespace_label: str) -> list[dict[str, Any]]:
 def webhook_docs(hook: Webhook, namespace_label: str) -> list[dict[str, Any]]:
     """What ``manifests --url`` prints, failurePolicy Fail, the workloads webhook narrowed to
     the namespaces labelled for ``webhook``."""
-    docs = configurations(hook, policy=hook.policy, failure_policy="Fail")
+    # manifests --policy reads a policy document (its operations); policy objects: CREATE
+    plain = "kind: KartaPolicy" not in hook.policy.read_text()
+    docs = configurations(hook, policy=hook.policy if plain else None, failure_policy="Fail")
     for doc in docs:
         if doc["kind"] != "MutatingWebhookConfiguration":
             continue
@@ -646,6 +674,9 @@ def main() -> None:
         help="one more argument for `serve` (repeatable), e.g. --serve-arg=--workers=1",
     )
     ap.add_argument("--no-gofloor", action="store_true", help="leave the Go floor out")
+    ap.add_argument("--policy-objects", type=int, metavar="N",
+                    help="serve the policy as a KartaPolicy beside N that do not apply (the "
+                         "baseline: beside none)")  # fmt: skip
     ap.add_argument("--baseline", type=Path, metavar="DIR",
                     help="also serve from this checkout (setup `baseline`): an A/B")  # fmt: skip
     args = ap.parse_args()
@@ -672,10 +703,13 @@ def main() -> None:
         print(f"control plane up in {time.monotonic() - started:.1f} s ({tmp})")
         plane.kubectl("apply", "--server-side", "-f", str(CRD))
         plane.wait_established("jobsets.jobset.x-k8s.io")
-        hook = start_webhook(tmp / "serve", POLICY, ["--no-kube", *args.serve_arg])
+        served = POLICY if args.policy_objects is None else policy_objects(args.policy_objects)
+        hook = start_webhook(tmp / "serve", served, ["--no-kube", *args.serve_arg])
         if args.baseline is not None:
+            # with --policy-objects, the baseline has the one policy that applies and no other
+            same = POLICY if args.policy_objects is None else policy_objects(0)
             baseline = start_webhook(
-                tmp / "baseline", POLICY, ["--no-kube", *args.serve_arg],
+                tmp / "baseline", same, ["--no-kube", *args.serve_arg],
                 env={"PYTHONPATH": str(args.baseline.resolve())},
             )  # fmt: skip
         if not args.no_gofloor:
