@@ -1,0 +1,299 @@
+"""The native gang through a real kube-apiserver and a real kube-scheduler (v1.37.2, gate
+``GenericWorkload``, ``scheduling.k8s.io/v1beta1`` served), with karta-webhook ``serve`` in
+cluster mode as the ServiceAccount of ``manifests/base/rbac.yaml`` and registered as
+``manifests --url --policy`` prints it (the gang's Pod webhook included), on two hand-made
+4-GPU Nodes (no kubelet: a bound pod is the signal).
+
+The workload is a Job (no controller runs: the test creates its pods as the Job controller
+would, owned by the Job, with its stamped template's labels), so what is proven is the
+webhook's part: the template's gang label, each pod's ``schedulingGroup`` at creation, the
+leader's PodGroup (``minCount`` from the definition, following the Job's scale), and the
+scheduler's all-or-nothing on them: 3 pods of 4 GPUs on 2 nodes, 0 bound with the gang and 2
+without; 2 pods, both bound and ``PodGroupInitiallyScheduled=True``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import kapi
+import pytest
+from hooks import Webhook, configurations, register, start_webhook, unregister, wait_until
+
+from webhook.workload.gang import GANG_LABEL, group_name
+
+BASE = kapi.ROOT / "manifests" / "base"
+GATES = ["--feature-gates=GenericWorkload=true", "--runtime-config=scheduling.k8s.io/v1beta1=true"]
+POLICY = """\
+rules:
+- name: gang
+  match: {kinds: [Job], namespaces: ["gang-*"]}
+  gang: native-workload
+"""
+PODGROUPS = "/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups"
+
+
+@dataclass
+class Gang:
+    cp: kapi.ControlPlane
+    hook: Webhook
+
+
+def _scheduler_binary(tools: Path) -> Path:
+    given = os.environ.get("KARTA_E2E_KUBE_SCHEDULER")
+    path = Path(given) if given else tools / "kube-scheduler"
+    if not path.is_file():
+        raise kapi.ToolsMissing(
+            f"no kube-scheduler at {path} (hack/build-tools.sh builds it with the scheduling "
+            "plane; or set KARTA_E2E_KUBE_SCHEDULER)"
+        )
+    return path
+
+
+def _node(cp: kapi.ControlPlane, name: str, gpus: int) -> None:
+    status, body = cp.request(
+        "POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+    )
+    assert status == 201, body
+    cap = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady",
+             "lastHeartbeatTime": now, "lastTransitionTime": now}  # fmt: skip
+    merge = "application/merge-patch+json"
+    status, body = cp.request(
+        "PATCH", f"/api/v1/nodes/{name}/status",
+        {"status": {"capacity": cap, "allocatable": cap, "conditions": [ready]}},
+        content_type=merge,
+    )  # fmt: skip
+    assert status == 200, body
+    # TaintNodesByCondition tainted it not-ready at create; no node controller takes it off
+    status, body = cp.request(
+        "PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": None}}, content_type=merge
+    )
+    assert status == 200, body
+
+
+@pytest.fixture(scope="module")
+def gang(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gang]:
+    try:
+        tools = kapi.tools_dir()
+        kapi.kubectl_binary()
+        scheduler = _scheduler_binary(tools)
+    except kapi.ToolsMissing as e:
+        # In CI a missing tool fails, once hack/build-tools.sh builds the scheduler at all
+        if os.environ.get("CI") and "kube-scheduler" in kapi.BUILD_SCRIPT.read_text():
+            pytest.fail(f"CI: {e}", pytrace=False)
+        pytest.skip(str(e))
+    d = tmp_path_factory.mktemp("gang")
+    cp = kapi.start(d / "kapi", tools, GATES)
+    sched: subprocess.Popen[bytes] | None = None
+    hook: Webhook | None = None
+    try:
+        with (d / "kube-scheduler.log").open("ab") as out:
+            sched = subprocess.Popen(
+                [str(scheduler), f"--kubeconfig={cp.kubeconfig}",
+                 f"--authentication-kubeconfig={cp.kubeconfig}",
+                 f"--authorization-kubeconfig={cp.kubeconfig}", "--leader-elect=false",
+                 "--bind-address=127.0.0.1", f"--secure-port={kapi.free_port()}",
+                 "--feature-gates=GenericWorkload=true"],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
+        for f in ("crd-kartas.yaml", "crd-kartapolicies.yaml", "crd-kartanamespacepolicies.yaml"):
+            cp.kubectl("apply", "--server-side", "-f", str(BASE / f))
+        cp.wait_established(
+            "kartas.run.ai",
+            "kartapolicies.policies.karta-webhook.run.ai",
+            "kartanamespacepolicies.policies.karta-webhook.run.ai",
+        )
+        for f in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml"):
+            cp.kubectl("apply", "--server-side", "-f", str(BASE / f))
+        token = cp.kubectl(
+            "create", "token", "karta-webhook", "-n", "karta-system", "--duration=2h"
+        ).stdout.strip()
+        sa = d / "sa-kubeconfig"
+        sa.write_text(kapi.kubeconfig_text(cp.url, cp.ca, token, "karta-webhook"))
+        hook = start_webhook(
+            d / "serve", POLICY, [f"--kubeconfig={sa}"], env={"POD_NAMESPACE": "karta-system"}
+        )
+        wait_until("serve ready", lambda: hook is not None and bool(hook.readyz().get("ready")), 90)
+        register(cp, configurations(hook, policy=hook.policy, failure_policy="Fail"))
+        for i in range(2):
+            _node(cp, f"gpu-{i}", 4)
+        yield Gang(cp, hook)
+    finally:
+        unregister(cp)
+        if hook is not None:
+            hook.stop()
+        if sched is not None and sched.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(sched.pid, signal.SIGTERM)
+            try:
+                sched.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(sched.pid, signal.SIGKILL)
+                sched.wait(10)
+        cp.stop()
+
+
+def _ns(cp: kapi.ControlPlane) -> str:
+    name = f"gang-{uuid.uuid4().hex[:8]}"
+    cp.kubectl("create", "namespace", name)
+    return name
+
+
+def _job(cp: kapi.ControlPlane, ns: str, pods: int) -> dict[str, Any]:
+    body = {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": ns},
+        "spec": {
+            "suspend": True, "parallelism": pods, "completions": pods,
+            "template": {"metadata": {"labels": {"app": "train"}}, "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox",
+                                "resources": {"limits": {"nvidia.com/gpu": "4"}}}],
+            }},
+        },
+    }  # fmt: skip
+    status, job = cp.request("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", body)
+    assert status == 201, job
+    return dict(job)
+
+
+def _pods(
+    cp: kapi.ControlPlane, ns: str, job: dict[str, Any], n: int, *, labels: Any = None
+) -> list[dict[str, Any]]:
+    """``n`` pods as the Job controller makes them: the template's labels and spec, owned by
+    the Job (``labels`` replaces the labels)."""
+    t = job["spec"]["template"]
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"],
+             "uid": job["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+    out = []
+    for i in range(n):
+        meta = {"name": f"train-{i}", "namespace": ns, "ownerReferences": [owner],
+                "labels": dict(t["metadata"]["labels"] if labels is None else labels)}  # fmt: skip
+        status, pod = cp.request(
+            "POST",
+            f"/api/v1/namespaces/{ns}/pods",
+            {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": t["spec"]},
+        )
+        assert status == 201, pod
+        out.append(pod)
+    return out
+
+
+def _bound(cp: kapi.ControlPlane, ns: str) -> int:
+    status, body = cp.request("GET", f"/api/v1/namespaces/{ns}/pods")
+    assert status == 200, body
+    return sum(1 for p in body["items"] if p["spec"].get("nodeName"))
+
+
+def _podgroup(cp: kapi.ControlPlane, ns: str, name: str) -> dict[str, Any] | None:
+    status, body = cp.request("GET", PODGROUPS.format(ns=ns) + f"/{name}")
+    return dict(body) if status == 200 else None
+
+
+def _condition(pg: dict[str, Any] | None) -> str | None:
+    for c in ((pg or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] == "PodGroupInitiallyScheduled":
+            return str(c["status"])
+    return None
+
+
+def _clean(cp: kapi.ControlPlane, ns: str) -> None:
+    """Force-delete the pods (bound ones never end without a kubelet): their GPUs are free."""
+    cp.request(
+        "DELETE", f"/api/v1/namespaces/{ns}/pods",
+        {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
+    )  # fmt: skip
+    wait_until(
+        f"{ns} empty",
+        lambda: not cp.request("GET", f"/api/v1/namespaces/{ns}/pods")[1]["items"],
+        30,
+    )
+
+
+def test_three_pods_of_4_gpus_on_two_nodes_none_bound_with_the_gang_two_without(gang: Gang) -> None:
+    cp = gang.cp
+    ns = _ns(cp)
+    job = _job(cp, ns, 3)
+    assert job["spec"]["template"]["metadata"]["labels"][GANG_LABEL] == "native-workload"
+    name = group_name("train", job["metadata"]["uid"], "workload")
+    pods = _pods(cp, ns, job, 3)
+    assert [p["spec"].get("schedulingGroup") for p in pods] == [{"podGroupName": name}] * 3
+    wait_until("the PodGroup", lambda: _podgroup(cp, ns, name) is not None, 30)
+    pg = _podgroup(cp, ns, name)
+    assert pg is not None
+    assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
+    assert pg["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+    wait_until("Unschedulable", lambda: _condition(_podgroup(cp, ns, name)) == "False", 60)
+    time.sleep(3)
+    assert _bound(cp, ns) == 0
+    _clean(cp, ns)
+
+    control = _ns(cp)
+    plain = _job(cp, control, 3)
+    labels = {
+        k: v for k, v in plain["spec"]["template"]["metadata"]["labels"].items() if k != GANG_LABEL
+    }
+    got = _pods(cp, control, plain, 3, labels=labels)
+    assert all("schedulingGroup" not in p["spec"] for p in got)
+    wait_until("2 of 3 bound without the gang", lambda: _bound(cp, control) == 2, 60)
+    time.sleep(2)
+    assert _bound(cp, control) == 2
+    _clean(cp, control)
+
+
+def test_two_pods_both_bound_the_group_initially_scheduled_and_minCount_follows_scale(
+    gang: Gang,
+) -> None:
+    cp = gang.cp
+    ns = _ns(cp)
+    job = _job(cp, ns, 2)
+    name = group_name("train", job["metadata"]["uid"], "workload")
+    _pods(cp, ns, job, 2)
+    wait_until("both bound", lambda: _bound(cp, ns) == 2, 60)
+    wait_until(
+        "PodGroupInitiallyScheduled=True", lambda: _condition(_podgroup(cp, ns, name)) == "True", 60
+    )
+    status, body = cp.request(
+        "PATCH", f"/apis/batch/v1/namespaces/{ns}/jobs/train",
+        {"spec": {"parallelism": 1}}, content_type="application/merge-patch+json",
+    )  # fmt: skip
+    assert status == 200, body
+
+    def min_count() -> Any:
+        return (
+            ((_podgroup(cp, ns, name) or {}).get("spec") or {})
+            .get("schedulingPolicy", {})
+            .get("gang", {})
+            .get("minCount")
+        )
+
+    wait_until("minCount 1 after scaling down", lambda: min_count() == 1, 30)
+    _clean(cp, ns)
+
+
+def test_the_pod_webhook_is_there_only_while_a_rule_has_gang(gang: Gang) -> None:
+    """The leader adds and removes it: with no rule having gang, no pod reaches the server."""
+
+    def hooks() -> list[str]:
+        mwc = gang.cp.get_json("mutatingwebhookconfiguration", "karta-webhook")
+        return [h["name"] for h in mwc["webhooks"]]
+
+    pods_hook = "pods.gang.karta-webhook.run.ai"
+    assert pods_hook in hooks()
+    gang.hook.policy.write_text("rules: [{name: q, labels: {team: a}}]\n")
+    try:
+        wait_until("the Pod webhook removed", lambda: pods_hook not in hooks(), 60)
+    finally:
+        gang.hook.policy.write_text(POLICY)
+    wait_until("the Pod webhook back", lambda: pods_hook in hooks(), 60)
