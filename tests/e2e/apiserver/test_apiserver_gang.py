@@ -48,17 +48,6 @@ class Gang:
     hook: Webhook
 
 
-def _scheduler_binary(tools: Path) -> Path:
-    given = os.environ.get("KARTA_E2E_KUBE_SCHEDULER")
-    path = Path(given) if given else tools / "kube-scheduler"
-    if not path.is_file():
-        raise kapi.ToolsMissing(
-            f"no kube-scheduler at {path} (hack/build-tools.sh builds it with the scheduling "
-            "plane; or set KARTA_E2E_KUBE_SCHEDULER)"
-        )
-    return path
-
-
 def _node(cp: kapi.ControlPlane, name: str, gpus: int) -> None:
     status, body = cp.request(
         "POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
@@ -82,31 +71,75 @@ def _node(cp: kapi.ControlPlane, name: str, gpus: int) -> None:
     assert status == 200, body
 
 
-@pytest.fixture(scope="module")
-def gang(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gang]:
+def _binary(tools: Path, name: str, env: str) -> Path:
+    given = os.environ.get(env)
+    path = Path(given) if given else tools / name
+    if not path.is_file():
+        raise kapi.ToolsMissing(
+            f"no {name} at {path} (hack/build-tools.sh builds it with the scheduling plane; or "
+            f"set {env})"
+        )
+    return path
+
+
+def _spawn(d: Path, name: str, cmd: list[str]) -> subprocess.Popen[bytes]:
+    with (d / f"{name}.log").open("ab") as out:
+        return subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+@contextlib.contextmanager
+def _gang_plane(d: Path, *, controllers: bool) -> Iterator[Gang]:
+    """The plane (see the module docstring); with ``controllers``, kube-controller-manager
+    too (the Job controller makes the pods, the garbage collector deletes what a workload
+    owns)."""
     try:
         tools = kapi.tools_dir()
         kapi.kubectl_binary()
-        scheduler = _scheduler_binary(tools)
+        binaries = {"kube-scheduler": _binary(tools, "kube-scheduler", "KARTA_E2E_KUBE_SCHEDULER")}
+        if controllers:
+            binaries["kube-controller-manager"] = _binary(
+                tools, "kube-controller-manager", "KARTA_E2E_KUBE_CONTROLLER_MANAGER"
+            )
     except kapi.ToolsMissing as e:
-        # In CI a missing tool fails, once hack/build-tools.sh builds the scheduler at all
+        # In CI a missing tool fails, once hack/build-tools.sh builds the plane's at all
         if os.environ.get("CI") and "kube-scheduler" in kapi.BUILD_SCRIPT.read_text():
             pytest.fail(f"CI: {e}", pytrace=False)
         pytest.skip(str(e))
-    d = tmp_path_factory.mktemp("gang")
     cp = kapi.start(d / "kapi", tools, GATES)
-    sched: subprocess.Popen[bytes] | None = None
+    procs: list[subprocess.Popen[bytes]] = []
     hook: Webhook | None = None
+    kc = cp.kubeconfig
+    common = [f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}",
+              f"--authorization-kubeconfig={kc}", "--leader-elect=false",
+              "--bind-address=127.0.0.1", "--feature-gates=GenericWorkload=true"]  # fmt: skip
     try:
-        with (d / "kube-scheduler.log").open("ab") as out:
-            sched = subprocess.Popen(
-                [str(scheduler), f"--kubeconfig={cp.kubeconfig}",
-                 f"--authentication-kubeconfig={cp.kubeconfig}",
-                 f"--authorization-kubeconfig={cp.kubeconfig}", "--leader-elect=false",
-                 "--bind-address=127.0.0.1", f"--secure-port={kapi.free_port()}",
-                 "--feature-gates=GenericWorkload=true"],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,
+        procs.append(
+            _spawn(d, "kube-scheduler", [str(binaries["kube-scheduler"]), *common,
+                                         f"--secure-port={kapi.free_port()}"])
+        )  # fmt: skip
+        if controllers:
+            procs.append(
+                _spawn(d, "kube-controller-manager", [
+                    str(binaries["kube-controller-manager"]), *common,
+                    f"--secure-port={kapi.free_port()}",
+                    "--controllers=*,-node-lifecycle-controller",
+                    f"--service-account-private-key-file={cp.sa_key}", f"--root-ca-file={cp.ca}",
+                ])
             )  # fmt: skip
         for f in ("crd-kartas.yaml", "crd-kartapolicies.yaml", "crd-kartanamespacepolicies.yaml"):
             cp.kubectl("apply", "--server-side", "-f", str(BASE / f))
@@ -125,7 +158,8 @@ def gang(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gang]:
         hook = start_webhook(
             d / "serve", POLICY, [f"--kubeconfig={sa}"], env={"POD_NAMESPACE": "karta-system"}
         )
-        wait_until("serve ready", lambda: hook is not None and bool(hook.readyz().get("ready")), 90)
+        served = hook
+        wait_until("serve ready", lambda: bool(served.readyz().get("ready")), 90)
         register(cp, configurations(hook, policy=hook.policy, failure_policy="Fail"))
         for i in range(2):
             _node(cp, f"gpu-{i}", 4)
@@ -134,15 +168,21 @@ def gang(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gang]:
         unregister(cp)
         if hook is not None:
             hook.stop()
-        if sched is not None and sched.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(sched.pid, signal.SIGTERM)
-            try:
-                sched.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(sched.pid, signal.SIGKILL)
-                sched.wait(10)
+        for proc in procs:
+            _end(proc)
         cp.stop()
+
+
+@pytest.fixture(scope="module")
+def gang(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gang]:
+    with _gang_plane(tmp_path_factory.mktemp("gang"), controllers=False) as g:
+        yield g
+
+
+@pytest.fixture(scope="module")
+def gang_controllers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gang]:
+    with _gang_plane(tmp_path_factory.mktemp("gangkcm"), controllers=True) as g:
+        yield g
 
 
 def _ns(cp: kapi.ControlPlane) -> str:
@@ -297,3 +337,46 @@ def test_the_pod_webhook_is_there_only_while_a_rule_has_gang(gang: Gang) -> None
     finally:
         gang.hook.policy.write_text(POLICY)
     wait_until("the Pod webhook back", lambda: pods_hook in hooks(), 60)
+
+
+def test_a_jobs_own_pods_join_its_group_and_deleting_the_job_deletes_the_group(
+    gang_controllers: Gang,
+) -> None:
+    """With kube-controller-manager: the Job controller's pods are linked at creation and
+    bound together; the Job deleted, the garbage collector deletes its PodGroup (its
+    protection finalizer goes once the pods are gone: bound pods of a node without a kubelet
+    are force-deleted here)."""
+    cp = gang_controllers.cp
+    ns = _ns(cp)
+    job = _job(cp, ns, 2)
+    status, body = cp.request(
+        "PATCH", f"/apis/batch/v1/namespaces/{ns}/jobs/train", {"spec": {"suspend": False}},
+        content_type="application/merge-patch+json",
+    )  # fmt: skip
+    assert status == 200, body
+    name = group_name("train", job["metadata"]["uid"], "workload")
+
+    def linked() -> list[Any]:
+        items = cp.request("GET", f"/api/v1/namespaces/{ns}/pods")[1]["items"]
+        return [p["spec"].get("schedulingGroup") for p in items]
+
+    wait_until("the Job's 2 pods linked", lambda: linked() == [{"podGroupName": name}] * 2, 60)
+    wait_until("both bound", lambda: _bound(cp, ns) == 2, 60)
+    wait_until(
+        "PodGroupInitiallyScheduled=True", lambda: _condition(_podgroup(cp, ns, name)) == "True", 60
+    )
+    status, body = cp.request(
+        "DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/train",
+        {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
+    )  # fmt: skip
+    assert status == 200, body
+    wait_until(
+        "the PodGroup deleted by the garbage collector",
+        lambda: (
+            (_podgroup(cp, ns, name) or {}).get("metadata", {}).get("deletionTimestamp") is not None
+            or _podgroup(cp, ns, name) is None
+        ),
+        60,
+    )
+    _clean(cp, ns)
+    wait_until("the PodGroup gone", lambda: _podgroup(cp, ns, name) is None, 60)
