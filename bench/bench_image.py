@@ -1,6 +1,7 @@
 """The image's figures (issue 47's goals): its size by layer, a code-only rebuild, start to the
 first 200 on ``/readyz`` and SIGTERM to stopped, the container run as the chart runs it
-(``tests/e2e/container.py``).
+(``tests/e2e/container.py``), each start beside one of the same server as a process (``serve``
+from the checkout, interleaved: what the container adds).
 
     python bench/bench_image.py [--runs N] [--no-rebuild]
 
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "e2e")]
 
 import container  # noqa: E402
-from running import NAMESPACE, SERVICE, TLSConn  # noqa: E402
+from running import NAMESPACE, SERVICE, TLSConn, start  # noqa: E402
 
 from webhook.server.certs import write_certs  # noqa: E402
 
@@ -98,6 +99,19 @@ def start_and_stop(image: str, tmp: Path) -> tuple[float, float]:
         c.remove()
 
 
+def local_start(tmp: Path) -> float:
+    """The same server as a process of this machine (``serve`` from the checkout, no
+    container): seconds from its start to the first 200 on /readyz."""
+    t0 = time.monotonic()
+    server = start(tmp, (ROOT / "examples" / "policy.yaml").read_text(), wait=60)
+    try:
+        while server.request("GET", "/readyz", timeout=2)[0] != 200:
+            time.sleep(0.05)
+        return time.monotonic() - t0
+    finally:
+        server.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -113,13 +127,19 @@ def main() -> None:
         print(
             f"build, nothing changed: {unchanged:.1f} s; one line of webhook/ changed: {changed:.1f} s"
         )
-    ready, stop = [], []
-    for _ in range(args.runs):
+    ready, stop, local = [], [], []
+    for _ in range(args.runs):  # interleaved: the container, then the same server as a process
         with tempfile.TemporaryDirectory() as d:
             r, s = start_and_stop(image, Path(d))
         ready.append(r)
         stop.append(s)
-    for name, xs in (("run to /readyz 200", ready), ("SIGTERM to stopped", stop)):
+        with tempfile.TemporaryDirectory() as d:
+            local.append(local_start(Path(d)))
+    for name, xs in (
+        ("run to /readyz 200", ready),
+        ("SIGTERM to stopped", stop),
+        ("the same server as a process, start to /readyz 200", local),
+    ):
         print(
             f"{name}: median {statistics.median(xs):.2f} s, "
             f"min {min(xs):.2f}, max {max(xs):.2f} ({len(xs)} runs)"
