@@ -193,6 +193,7 @@ def test_what_gunicorn_refuses_the_framer_refuses_with_400(name: str) -> None:
         b"\r\nGET / HTTP/1.1\r\n\r\n",  # one empty line before the request line is ignored
         CHUNKED_HEAD + b"0" * 20 + b"1\r\na\r\n0\r\n\r\n",  # a chunk size's leading zeros
         b"POST / HTTP/1.1\r\nContent-Length: %s1\r\n\r\na" % (b"0" * 30),  # and a length's
+        b"POST / HTTP/1.1\r\nTransfer-Encoding: identity, chunked\r\n\r\n0\r\n\r\n",  # a no-op
     ],
 )
 def test_what_both_read_is_complete(data: bytes) -> None:
