@@ -7,11 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.base.limits import (
-    MAX_ANNOTATION_VALUE_BYTES,
-    MAX_POLICY_ENTRIES,
-    MAX_POLICY_RULES,
-)
+from webhook.base.limits import MAX_ANNOTATION_VALUE_BYTES, MAX_POLICY_RULES
+from webhook.karta.fields import POLICY_ENTRIES as MAX_POLICY_ENTRIES
 
 
 def _spread(total: int, parts: int) -> list[int]:

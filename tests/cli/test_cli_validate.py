@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: the line ``validate`` ends an OK report of a whole-template definition with
 CARRIED = (
     "  note: policy fields carried: labels, annotations, schedulerName, priorityClassName, "
-    "nodeSelector, tolerations\n"
+    "nodeSelector, tolerations, runtimeClassName\n"
 )
 JOBSET = catalog_dir() / "jobset.x-k8s.io-jobset-v1alpha2.yaml"
 

@@ -181,7 +181,7 @@ def test_a_pod_spec_definition_takes_the_pod_spec_fields_at_the_pod_spec() -> No
     child["specDefinition"] = {"podSpecPath": ".spec.replicatedJobs[].template.spec.template.spec"}
     karta = definitions.parse(doc)
     assert carry.carried(karta) == (
-        "schedulerName", "priorityClassName", "nodeSelector", "tolerations"
+        "schedulerName", "priorityClassName", "nodeSelector", "tolerations", "runtimeClassName"
     )  # fmt: skip
     obj = sample(*JOBSET_SAMPLE)
     m = mutate_with(karta, policy(**SIX), obj, ENGINE)
@@ -252,7 +252,9 @@ def test_the_knative_definition_says_its_kind_refuses_three_fields_and_they_are_
     obj = _knative()
     karta = REGISTRY.lookup(definitions.GVK.of(obj))
     assert karta is not None
-    assert carry.declined(karta) == {"nodeSelector", "tolerations", "priorityClassName"}
+    assert carry.declined(karta) == {
+        "nodeSelector", "tolerations", "priorityClassName", "runtimeClassName"
+    }  # fmt: skip
     out, _ = apply(obj, policy(**SIX))
     spec = out["spec"]["template"]["spec"]
     assert spec["schedulerName"] == "kai-scheduler"
@@ -278,7 +280,7 @@ def test_validate_names_the_fields_a_definition_carries_and_an_unknown_refused_f
     assert karta is not None
     assert carry.summary(karta) == (
         "policy fields carried: labels, annotations, schedulerName; refused by the kind, per "
-        f"{REFUSED_ANNOTATION}: priorityClassName, nodeSelector, tolerations"
+        f"{REFUSED_ANNOTATION}: priorityClassName, nodeSelector, tolerations, runtimeClassName"
     )
     doc = copy.deepcopy(dict(karta.raw))
     doc["metadata"]["annotations"][REFUSED_ANNOTATION] = "nodeSelector, affinity"

@@ -159,7 +159,7 @@ def test_paths_that_disagree_imply_nothing_and_validate_says_why() -> None:
     )
     line = carry.summary(karta)
     assert line is not None
-    assert "no place for labels, annotations, priorityClassName, nodeSelector, tolerations" in line
+    assert "no place for labels, annotations, priorityClassName, nodeSelector, tolerations, runtimeClassName" in line
     assert "no pod spec implied: component 'thing': the pod-spec field paths end in" in line
     m = mutate_with(karta, PLACE, THING, ENGINE)
     assert m.ops == [] and sorted(w.split(": ", 1)[1] for w in m.warnings) == [
@@ -182,7 +182,7 @@ def test_agreeing_paths_carry_the_fields_and_write_them_there() -> None:
     karta = definitions.parse(_thing())
     # priorityClassName too: a pod-spec field it gives no path for
     assert carry.carried(karta) == (
-        "schedulerName", "priorityClassName", "nodeSelector", "tolerations"
+        "schedulerName", "priorityClassName", "nodeSelector", "tolerations", "runtimeClassName"
     )  # fmt: skip
     m = mutate_with(karta, PLACE, THING, ENGINE)
     assert m.ops == [
@@ -231,17 +231,17 @@ def test_the_kinds_schema_without_the_fields_is_warned_and_named_in_the_carried_
     where = "spec.structureDefinition.rootComponent.specDefinition.fragmentedPodSpecDefinition"
     found = [w for w in report.warnings if w.startswith(where + ": its paths imply")]
     assert [w.split("where ")[1].split(" ")[0] for w in found] == [
-        "priorityClassName", "nodeSelector", "tolerations"
+        "priorityClassName", "nodeSelector", "tolerations", "runtimeClassName"
     ]  # fmt: skip
     assert all("'.spec.pod'" in w and carry.REFUSED_ANNOTATION in w for w in found)
     [line] = [n for n in report.notes if n.startswith("policy fields carried")]
     assert line.endswith(
         "; not in the schema at the implied pod spec (pruned there): "
-        "priorityClassName, nodeSelector, tolerations"
+        "priorityClassName, nodeSelector, tolerations, runtimeClassName"
     )
     # the definition says its kind has no such fields: no warning, and they are left out
     doc = _thing()
-    refused = "priorityClassName,nodeSelector,tolerations"
+    refused = "priorityClassName,nodeSelector,tolerations,runtimeClassName"
     doc["metadata"]["annotations"] = {carry.REFUSED_ANNOTATION: refused}
     report = check(doc, [("t", copy.deepcopy(THING))], ENGINE, schema=_schema(POD_FIELDS))
     assert report.errors == [] and not [w for w in report.warnings if "imply" in w]
@@ -255,6 +255,7 @@ def test_the_kinds_schema_with_the_fields_accepts_it() -> None:
         "priorityClassName": {"type": "string"},
         "nodeSelector": {"type": "object", "additionalProperties": {"type": "string"}},
         "tolerations": {"type": "array", "items": {"type": "object"}},
+        "runtimeClassName": {"type": "string"},
     }
     report = check(_thing(), [("t", copy.deepcopy(THING))], ENGINE, schema=_schema(fields))
     assert report.errors == []

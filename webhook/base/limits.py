@@ -135,13 +135,8 @@ MAX_POLICY_RULES: Final = 200
 #: What one rule sets: each label, annotation, nodeSelector key and toleration counts one, so
 #: do ``schedulerName`` and ``priorityClassName``.
 MAX_RULE_SETTINGS: Final = 64
-#: Entries of each map or list field over all the rules of a policy.
-MAX_POLICY_ENTRIES: Final = {
-    "labels": 256,
-    "annotations": 256,
-    "nodeSelector": 64,
-    "tolerations": 64,
-}
+#: Entries of each map or list field over all the rules of a policy: each field's
+#: ``max_entries`` (:data:`webhook.karta.fields.INJECTABLES`).
 #: Values a rule's ``match`` lists (each kind, namespace, component and instance pattern, each
 #: selector label and expression value), in one rule and over the rules: each is tried on
 #: every request (an instance pattern on every pod template).

@@ -58,7 +58,7 @@ def resolve(text: str, *, key: bool = False) -> Any:
     if not (first.isdigit() and first.isascii()) and first not in "+-":
         return text
     plain = text.replace("_", "")
-    if _INT.fullmatch(plain):
+    if len(plain) <= 70 and _INT.fullmatch(plain):  # 64 bits take at most 66 characters
         sign, digits = (plain[0], plain[1:]) if plain[0] in "+-" else ("", plain)
         base = 8 if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit() else 0
         value = int(sign + digits, base)

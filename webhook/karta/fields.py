@@ -13,14 +13,18 @@ the second.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
-from typing import Literal
+from functools import partial
+from typing import Any, Literal
 
 from webhook.base.limits import MAX_ANNOTATION_VALUE_BYTES
 from webhook.base.names import (
+    DNS_SUBDOMAIN_MAX,
+    LABEL_VALUE_MAX,
     annotation_value_errors,
+    dns_subdomain_errors,
     label_value_errors,
     priority_class_name_errors,
     qualified_name_errors,
@@ -138,6 +142,17 @@ class Injectable:
     #: syntax of a key (maps) and of a value: the problems, [] when fine; None: free text
     check_key: Callable[[str], list[str]] | None
     check_value: Callable[[str], list[str]] | None
+    #: the rule field's schema in the policy CRDs (manifests and chart are tested equal to it)
+    schema: Mapping[str, Any]
+    #: the longest a rendered value can be and still be written (the API server's syntax
+    #: bound; annotations' values are free text, bounded in bytes)
+    rendered_max: int
+    #: entries of a map or list field over all the rules of a policy; None for one value
+    max_entries: int | None
+    #: on a Pod CREATE, the admission plugin that derives fields from this one before the
+    #: webhooks run, and those fields (below ``spec``): removed when the plan sets this one,
+    #: so the plugin's check of the patched Pod agrees (:mod:`webhook.mutation.podadmission`)
+    derives: tuple[str, tuple[str, ...]] | None
     #: how a value that fails ``check_value`` is called in a warning (only with a check)
     invalid: str = ""
     #: values that count as not set: without ``overwrite`` they are replaced all the same. A
@@ -149,6 +164,22 @@ class Injectable:
     #: identity (:func:`webhook.mutation.policy.toleration_identity`) is there
     is_list: bool = False
 
+
+_STRING: Mapping[str, Any] = {"type": "string"}
+_STRING_MAP: Mapping[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
+_TOLERATIONS: Mapping[str, Any] = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {
+            "key": {"type": "string"},
+            "operator": {"type": "string"},
+            "value": {"type": "string"},
+            "effect": {"type": "string"},
+            "tolerationSeconds": {"type": "integer", "format": "int64"},
+        },
+    },
+}
 
 INJECTABLES: tuple[Injectable, ...] = (
     Injectable(
@@ -163,6 +194,10 @@ INJECTABLES: tuple[Injectable, ...] = (
         check_key=qualified_name_errors,
         check_value=label_value_errors,
         invalid="is not a valid label value",
+        schema=_STRING_MAP,
+        rendered_max=LABEL_VALUE_MAX,
+        max_entries=256,
+        derives=None,
     ),
     Injectable(
         key="annotations",
@@ -178,6 +213,10 @@ INJECTABLES: tuple[Injectable, ...] = (
         # variable at its longest, and checked again once rendered)
         check_value=annotation_value_errors,
         invalid=f"is longer than {MAX_ANNOTATION_VALUE_BYTES:,} bytes",
+        schema=_STRING_MAP,
+        rendered_max=MAX_ANNOTATION_VALUE_BYTES,
+        max_entries=256,
+        derives=None,
     ),
     Injectable(
         key="schedulerName",
@@ -195,6 +234,10 @@ INJECTABLES: tuple[Injectable, ...] = (
         # templates) to the default scheduler before any webhook sees it, so that value says
         # nothing about what the user wants; a policy's scheduler replaces it.
         unset=("", "default-scheduler"),
+        schema=_STRING,
+        rendered_max=DNS_SUBDOMAIN_MAX,
+        max_entries=None,
+        derives=None,
     ),
     Injectable(
         key="priorityClassName",
@@ -208,6 +251,11 @@ INJECTABLES: tuple[Injectable, ...] = (
         check_key=None,
         check_value=priority_class_name_errors,
         invalid="is not a valid priority class name",
+        schema=_STRING,
+        rendered_max=DNS_SUBDOMAIN_MAX,
+        max_entries=None,
+        # the Priority plugin fills the Pod's priority (and preemption policy) from its class
+        derives=("Priority", ("priority", "preemptionPolicy")),
     ),
     Injectable(
         key="nodeSelector",
@@ -222,6 +270,10 @@ INJECTABLES: tuple[Injectable, ...] = (
         check_key=qualified_name_errors,
         check_value=label_value_errors,
         invalid="is not a valid label value",
+        schema=_STRING_MAP,
+        rendered_max=LABEL_VALUE_MAX,
+        max_entries=64,
+        derives=None,
     ),
     Injectable(
         key="tolerations",
@@ -238,10 +290,37 @@ INJECTABLES: tuple[Injectable, ...] = (
         check_value=label_value_errors,
         invalid="is not a valid toleration value",
         is_list=True,
+        schema=_TOLERATIONS,
+        rendered_max=LABEL_VALUE_MAX,
+        max_entries=64,
+        derives=None,
+    ),
+    Injectable(
+        key="runtimeClassName",
+        noun="runtimeClassName",
+        is_map=False,
+        in_template=("spec", "runtimeClassName"),
+        template_base=1,
+        in_pod_spec=("runtimeClassName",),
+        in_metadata=None,
+        fragment=None,  # upstream's fragmented format has no path for it: implied
+        check_key=None,
+        check_value=partial(dns_subdomain_errors, what="runtimeClassName"),
+        invalid="is not a valid runtime class name",
+        schema=_STRING,
+        rendered_max=DNS_SUBDOMAIN_MAX,
+        max_entries=None,
+        # the RuntimeClass plugin sets the Pod's overhead from its class (and refuses a Pod
+        # whose overhead is not its class's)
+        derives=("RuntimeClass", ("overhead",)),
     ),
 )
 #: the injectables' keys, in table order (the policy's rule fields, the README's table)
 INJECTABLE_KEYS: tuple[str, ...] = tuple(i.key for i in INJECTABLES)
+#: entries of each map and list field over all the rules of a policy
+POLICY_ENTRIES: Mapping[str, int] = {
+    i.key: i.max_entries for i in INJECTABLES if i.max_entries is not None
+}
 
 # --------------------------------------------------------------------------- the jq fields
 

@@ -23,11 +23,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.karta.fields import INJECTABLES
 from webhook.mutation.plan import Plan
 
-#: the fields the Priority admission plugin computes from ``priorityClassName``
-PRIORITY_DERIVED = ("priority", "preemptionPolicy")
-_CLASS = "/spec/priorityClassName"
+#: ``/spec/<field>`` of each field an admission plugin derives others from, and those
+#: (:attr:`webhook.karta.fields.Injectable.derives`): priority from ``priorityClassName``, ...
+DERIVED: Mapping[str, tuple[str, ...]] = {
+    f"/spec/{i.in_pod_spec[0]}": i.derives[1]
+    for i in INJECTABLES
+    if i.derives is not None and i.in_pod_spec is not None
+}
 
 
 def is_pod(obj: Mapping[str, Any]) -> bool:
@@ -44,10 +49,12 @@ def fit_pod(obj: Mapping[str, Any], result: Plan, operation: str) -> Plan:
     spec = spec if isinstance(spec, Mapping) else {}
     if operation == "UPDATE":
         return _on_update(obj, result)
-    if any(op["path"] == _CLASS for op in result.ops):
+    written = [DERIVED[op["path"]] for op in result.ops if op["path"] in DERIVED]
+    if written:
         gone = [
             {"op": "remove", "path": f"/spec/{k}"}
-            for k in PRIORITY_DERIVED
+            for fields in written
+            for k in fields
             if spec.get(k) is not None
         ]
         if gone:

@@ -19,17 +19,14 @@ from webhook.base.errors import FieldError
 from webhook.base.gvk import GVK
 from webhook.base.jsonpointer import pointer
 from webhook.base.limits import (
-    MAX_ANNOTATION_VALUE_BYTES,
     MAX_MATCH_VALUES,
     MAX_POLICY_ADDED_BYTES,
-    MAX_POLICY_ENTRIES,
     MAX_POLICY_MATCH_VALUES,
     MAX_POLICY_RULES,
     MAX_RULE_SETTINGS,
     VARIABLE_BYTES,
 )
-from webhook.base.names import DNS_SUBDOMAIN_MAX, LABEL_VALUE_MAX
-from webhook.karta.fields import INJECTABLES, Injectable
+from webhook.karta.fields import INJECTABLES, POLICY_ENTRIES, Injectable
 from webhook.mutation.selectors import Selector
 
 VARIABLES = ("workload.name", "workload.namespace", "workload.kind", "component", "instance")
@@ -313,16 +310,6 @@ EMPTY = Policy()
 
 # --------------------------------------------------------------------------- bounds
 
-#: The longest a rendered value of each injectable can be and still be written: the API
-#: server's syntax bounds all but annotations', whose values are free text.
-RENDERED_MAX: dict[str, int] = {
-    "labels": LABEL_VALUE_MAX,
-    "annotations": MAX_ANNOTATION_VALUE_BYTES,
-    "schedulerName": DNS_SUBDOMAIN_MAX,
-    "priorityClassName": DNS_SUBDOMAIN_MAX,
-    "nodeSelector": LABEL_VALUE_MAX,
-    "tolerations": LABEL_VALUE_MAX,
-}
 #: a toleration's bytes besides its key and value: its operator, its effect, the
 #: ``tolerationSeconds`` an int64 spells in at most 20 characters, and the field names
 _TOLERATION_FIXED = len(
@@ -341,7 +328,7 @@ def longest(template: str) -> int:
 def added_bytes(inj: Injectable, key: str | None, template: str) -> int:
     """What one setting may add to a pod template, in bytes: its key (or the field's name) and
     its value rendered at its longest, capped by what the field can hold."""
-    value = min(longest(template), RENDERED_MAX.get(inj.key, MAX_ANNOTATION_VALUE_BYTES))
+    value = min(longest(template), inj.rendered_max)
     if inj.is_list:
         return (len(key.encode()) if key else 0) + value + _TOLERATION_FIXED
     return len((key if key is not None else inj.key).encode()) + value
@@ -359,7 +346,7 @@ class Tally:
 
     def __init__(self) -> None:
         #: entries of each map and list field so far, over all rules
-        self.entries = dict.fromkeys(MAX_POLICY_ENTRIES, 0)
+        self.entries = dict.fromkeys(POLICY_ENTRIES, 0)
         #: bytes the rules so far may add to one pod template
         self.added = 0
         #: values the rules' matches list so far
@@ -374,8 +361,8 @@ class Tally:
     def rule(self, where: str, counts: Mapping[str, int]) -> list[FieldError]:
         """One rule's entries by field (``counts``: what the document holds, before any is
         checked): at most :data:`~webhook.base.limits.MAX_RULE_SETTINGS` in the rule, and
-        each field's total over the rules within
-        :data:`~webhook.base.limits.MAX_POLICY_ENTRIES`."""
+        each field's total over the rules within its entry's ``max_entries``
+        (:data:`~webhook.karta.fields.POLICY_ENTRIES`)."""
         total = sum(counts.values())
         if total > MAX_RULE_SETTINGS:
             return [FieldError(where, f"{total} settings, at most {MAX_RULE_SETTINGS} in a rule")]
@@ -384,7 +371,7 @@ class Tally:
             if key not in self.entries:
                 continue
             self.entries[key] += n
-            bound = MAX_POLICY_ENTRIES[key]
+            bound = POLICY_ENTRIES[key]
             if self.entries[key] > bound:
                 errors.append(
                     FieldError(

@@ -28,7 +28,7 @@ from webhook.base.errors import FieldError, join_path
 from webhook.jq.paths import parse_plain
 from webhook.jq.readpaths import ReadPaths, read_paths
 from webhook.karta.carry import REFUSED_ANNOTATION, declined
-from webhook.karta.fields import FRAGMENTED, Role
+from webhook.karta.fields import FRAGMENTED, Injectable, Role
 from webhook.karta.model import JqField, Karta
 from webhook.karta.podspec import implied_fields, implied_pod_spec
 from webhook.schema.structural import ExpressionCheck, RawToken, Schema, Shape, check_expression
@@ -199,12 +199,15 @@ def _record(f: JqField, result: ExpressionCheck, whose: str, out: SchemaFindings
             out.warnings.append(f"{f.path}: {message} ({whose})")
 
 
-#: What the implied pod-spec fields must be (shapes the schema can say; others: that it has them).
-_IMPLIED_SHAPES: Final[Mapping[str, Shape]] = {
-    "nodeSelector": Shape.STRING_MAP,
-    "schedulerName": Shape.STRING,
-    "priorityClassName": Shape.STRING,
-}
+def implied_shape(inj: Injectable) -> Shape | None:
+    """What an implied pod-spec field must be, from its rule schema (a string, a map of
+    strings; others, such as tolerations: that the object has the field)."""
+    schema = inj.schema
+    if schema.get("type") == "string":
+        return Shape.STRING
+    if schema.get("type") == "object" and schema.get("additionalProperties") == {"type": "string"}:
+        return Shape.STRING_MAP
+    return None
 
 
 def check_implied(karta: Karta, schema: Schema, kind: str) -> SchemaFindings:
@@ -230,7 +233,7 @@ def check_implied(karta: Karta, schema: Schema, kind: str) -> SchemaFindings:
             expr = base + "".join("." + k for k in inj.in_pod_spec)
             if parse_plain(expr) is None:
                 continue
-            result = check_expression(schema, expr, shape=_IMPLIED_SHAPES.get(inj.key))
+            result = check_expression(schema, expr, shape=implied_shape(inj))
             for message in result.errors:
                 out.warnings.append(
                     f"{where}: its paths imply the pod spec {implied.expression!r}, where "

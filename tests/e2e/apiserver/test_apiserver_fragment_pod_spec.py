@@ -1,7 +1,7 @@
 """Fragmented kinds through a real API server (issue 35 item 2, issue 34 item 1): a Grove
 PodCliqueSet, a KServe InferenceService and LLMInferenceService created with the webhook
 registered as ``manifests --url --policy`` prints it are stored, with their projects' own CRDs
-(hack/workload-crds.txt), with the six policy fields applied: ``nodeSelector`` and
+(hack/workload-crds.txt), with the seven policy fields applied (runtimeClassName, issue 50, where the others are): ``nodeSelector`` and
 ``tolerations`` at the pod spec the definition's fragment paths imply (a clique's
 ``spec.podSpec``, the predictor), and a holder missing inside an instance that exists (the
 LLMInferenceService router scheduler's ``template``) created, which the CRD accepts."""
@@ -22,6 +22,7 @@ rules:
   labels: {kai.scheduler/queue: research}
   annotations: {example.com/owner: "$(workload.name)"}
   priorityClassName: e2e-train
+  runtimeClassName: e2e-runc
   nodeSelector: {nvidia.com/gpu.present: "true"}
   tolerations:
   - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}
@@ -60,6 +61,7 @@ def _pod_spec_fields(spec: dict[str, Any]) -> None:
     assert spec["nodeSelector"]["nvidia.com/gpu.present"] == "true"
     assert spec["tolerations"].count(GPU) == 1
     assert spec["priorityClassName"] == "e2e-train"
+    assert spec["runtimeClassName"] == "e2e-runc"  # the seventh field (issue 50), implied
 
 
 def test_a_grove_podcliqueset_is_stored_with_the_six_fields_in_every_clique(

@@ -1,8 +1,8 @@
-"""The six policy fields through a real API server: a JobSet, a RayCluster and a Deployment
+"""The policy fields (``runtimeClassName`` too, issue 50) through a real API server: a JobSet, a RayCluster and a Deployment
 created with the webhook registered as ``manifests --url --policy`` prints it are stored with
 ``schedulerName``, the label, the annotation, ``priorityClassName``, ``nodeSelector`` and both
 tolerations in every pod template; a toleration the object already has is not repeated; and a
-Knative Service keeps out the three fields its definition says Knative refuses."""
+Knative Service keeps out the four fields its definition says Knative refuses."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ rules:
   labels: {kai.scheduler/queue: research}
   annotations: {example.com/owner: "$(workload.name)"}
   priorityClassName: e2e-train
+  runtimeClassName: e2e-runc
   nodeSelector: {nvidia.com/gpu.present: "true"}
   tolerations:
   - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}
@@ -62,6 +63,7 @@ def _six(template: dict[str, Any], name: str, namespace: str) -> None:
     spec = template["spec"]
     assert spec["schedulerName"] == "kai-scheduler"
     assert spec["priorityClassName"] == "e2e-train"
+    assert spec["runtimeClassName"] == "e2e-runc"  # the seventh field (issue 50), implied
     assert spec["nodeSelector"]["nvidia.com/gpu.present"] == "true"
     assert spec["tolerations"].count(GPU) == 1
     assert spec["tolerations"].count(_team(namespace)) == 1
@@ -133,4 +135,4 @@ def test_a_knative_service_keeps_out_what_its_definition_says_knative_refuses(
     stored = create_and_read(plane, f"/apis/serving.knative.dev/v1/namespaces/{ns}/services", body)
     spec = stored["spec"]["template"]["spec"]
     assert spec["schedulerName"] == "kai-scheduler"
-    assert not {"nodeSelector", "tolerations", "priorityClassName"} & set(spec)
+    assert not {"nodeSelector", "tolerations", "priorityClassName", "runtimeClassName"} & set(spec)
