@@ -102,11 +102,86 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(10)
 
 
+JOBSET_DIR_ENV = "KARTA_E2E_JOBSET_DIR"
+
+
+def _jobset_files(tools: Path) -> Path:
+    """The folder with JobSet's manager, CRD and webhook manifests (``jobset-manager``,
+    ``jobset/jobset.x-k8s.io_jobsets.yaml``, ``jobset/webhook/``, as hack/build-tools.sh lays
+    them out with the scheduling plane)."""
+    d = Path(os.environ.get(JOBSET_DIR_ENV) or tools)
+    need = [d / "jobset-manager", d / "jobset" / "jobset.x-k8s.io_jobsets.yaml",
+            d / "jobset" / "webhook" / "manifests.yaml"]  # fmt: skip
+    missing = [str(p) for p in need if not p.is_file()]
+    if missing:
+        raise kapi.ToolsMissing(f"no {', '.join(missing)} (or set {JOBSET_DIR_ENV})")
+    return d
+
+
+def _jobset_webhooks(d: Path, port: int, ca: Path) -> list[dict[str, Any]]:
+    """JobSet's webhook configurations with its kustomize patches (pod webhooks only for pods
+    of a JobSet), each service made a URL on ``port`` trusting ``ca``."""
+    import base64
+
+    import jsonpatch
+    import yaml
+
+    folder = d / "jobset" / "webhook"
+    docs = [x for x in yaml.safe_load_all((folder / "manifests.yaml").read_text()) if x]
+    bundle = base64.b64encode(ca.read_bytes()).decode()
+    out = []
+    for doc in docs:
+        kind = "mutating" if doc["kind"].startswith("Mutating") else "validating"
+        patch = folder / "patches" / f"{kind}-patch.yaml"
+        if patch.is_file():
+            doc = jsonpatch.apply_patch(doc, yaml.safe_load(patch.read_text()))
+        doc["metadata"]["name"] = f"jobset-{doc['metadata']['name']}"
+        for hook in doc["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
+        out.append(doc)
+    return out
+
+
+def _start_jobset(cp: kapi.ControlPlane, d: Path, files: Path) -> subprocess.Popen[bytes]:
+    import socket
+
+    import yaml
+
+    cp.kubectl(
+        "apply", "--server-side", "-f", str(files / "jobset" / "jobset.x-k8s.io_jobsets.yaml")
+    )
+    cp.wait_established("jobsets.jobset.x-k8s.io")
+    port = kapi.free_port()
+    config = d / "jobset-config.yaml"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
+        "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
+        "webhook": {"port": port, "host": "127.0.0.1", "certDir": str(cp.ca.parent)},
+        "metrics": {"bindAddress": "0"}, "health": {"healthProbeBindAddress": "0"},
+    }))  # fmt: skip
+    proc = _spawn(d, "jobset-manager", [str(files / "jobset-manager"), f"--config={config}",
+                                        f"--kubeconfig={cp.kubeconfig}", "--zap-devel=false"])  # fmt: skip
+
+    def listening() -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True
+        except OSError:
+            return False
+
+    wait_until("jobset-manager's webhooks", listening, 120)
+    cp.apply(_jobset_webhooks(files, port, cp.ca))
+    return proc
+
+
 @contextlib.contextmanager
-def _gang_plane(d: Path, *, controllers: bool) -> Iterator[Gang]:
+def _gang_plane(
+    d: Path, *, controllers: bool, policy: str = POLICY, jobset: bool = False
+) -> Iterator[Gang]:
     """The plane (see the module docstring); with ``controllers``, kube-controller-manager
     too (the Job controller makes the pods, the garbage collector deletes what a workload
-    owns)."""
+    owns); with ``jobset``, JobSet's manager and webhooks too."""
     try:
         tools = kapi.tools_dir()
         kapi.kubectl_binary()
@@ -115,6 +190,7 @@ def _gang_plane(d: Path, *, controllers: bool) -> Iterator[Gang]:
             binaries["kube-controller-manager"] = _binary(
                 tools, "kube-controller-manager", "KARTA_E2E_KUBE_CONTROLLER_MANAGER"
             )
+        jobset_files = _jobset_files(tools) if jobset else None
     except kapi.ToolsMissing as e:
         # In CI a missing tool fails, once hack/build-tools.sh builds the plane's at all
         if os.environ.get("CI") and "kube-scheduler" in kapi.BUILD_SCRIPT.read_text():
@@ -141,6 +217,8 @@ def _gang_plane(d: Path, *, controllers: bool) -> Iterator[Gang]:
                     f"--service-account-private-key-file={cp.sa_key}", f"--root-ca-file={cp.ca}",
                 ])
             )  # fmt: skip
+        if jobset_files is not None:
+            procs.append(_start_jobset(cp, d, jobset_files))
         for f in ("crd-kartas.yaml", "crd-kartapolicies.yaml", "crd-kartanamespacepolicies.yaml"):
             cp.kubectl("apply", "--server-side", "-f", str(BASE / f))
         cp.wait_established(
@@ -156,7 +234,7 @@ def _gang_plane(d: Path, *, controllers: bool) -> Iterator[Gang]:
         sa = d / "sa-kubeconfig"
         sa.write_text(kapi.kubeconfig_text(cp.url, cp.ca, token, "karta-webhook"))
         hook = start_webhook(
-            d / "serve", POLICY, [f"--kubeconfig={sa}"], env={"POD_NAMESPACE": "karta-system"}
+            d / "serve", policy, [f"--kubeconfig={sa}"], env={"POD_NAMESPACE": "karta-system"}
         )
         served = hook
         wait_until("serve ready", lambda: bool(served.readyz().get("ready")), 90)
@@ -176,6 +254,18 @@ def _gang_plane(d: Path, *, controllers: bool) -> Iterator[Gang]:
 @pytest.fixture(scope="module")
 def gang(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gang]:
     with _gang_plane(tmp_path_factory.mktemp("gang"), controllers=False) as g:
+        yield g
+
+
+@pytest.fixture(scope="module")
+def gang_jobset(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gang]:
+    policy = (
+        POLICY
+        + '- name: jobsets\n  match: {kinds: [JobSet], namespaces: ["gang-*"]}\n  gang: native\n'
+    )
+    with _gang_plane(
+        tmp_path_factory.mktemp("gangjs"), controllers=True, policy=policy, jobset=True
+    ) as g:
         yield g
 
 
@@ -380,3 +470,55 @@ def test_a_jobs_own_pods_join_its_group_and_deleting_the_job_deletes_the_group(
     )
     _clean(cp, ns)
     wait_until("the PodGroup gone", lambda: _podgroup(cp, ns, name) is None, 60)
+
+
+def test_the_12_gpu_jobset_is_placed_all_or_nothing(gang_jobset: Gang) -> None:
+    """README's JobSet (leader 1 + workers 2, 4 GPUs each) made by the real JobSet manager and
+    Job controller: one group of 3 (its definition's podGroup), none of its pods bound on two
+    4-GPU nodes; a third node, and all 3 bound together."""
+    import yaml
+
+    cp = gang_jobset.cp
+    ns = _ns(cp)
+    js = yaml.safe_load(
+        (
+            kapi.ROOT / "catalog/samples/jobset.x-k8s.io-jobset-v1alpha2/leader-workers.yaml"
+        ).read_text()
+    )
+    js["metadata"]["namespace"] = ns
+    status, got = cp.request("POST", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets", js)
+    assert status == 201, got
+    name = group_name("trainer", got["metadata"]["uid"], "jobset")
+
+    def pods() -> list[dict[str, Any]]:
+        return list(cp.request("GET", f"/api/v1/namespaces/{ns}/pods")[1]["items"])
+
+    wait_until(
+        "3 pods, each linked",
+        lambda: [p["spec"].get("schedulingGroup") for p in pods()] == [{"podGroupName": name}] * 3,
+        90,
+    )
+    wait_until(
+        "the PodGroup of 3",
+        lambda: (
+            ((_podgroup(cp, ns, name) or {}).get("spec") or {})
+            .get("schedulingPolicy", {})
+            .get("gang", {})
+            .get("minCount")
+            == 3
+        ),
+        30,
+    )
+    wait_until("Unschedulable", lambda: _condition(_podgroup(cp, ns, name)) == "False", 60)
+    assert _bound(cp, ns) == 0
+    _node(cp, "gpu-2", 4)
+    try:
+        wait_until("all 3 bound together", lambda: _bound(cp, ns) == 3, 90)
+        assert _condition(_podgroup(cp, ns, name)) == "True"
+    finally:
+        cp.request(
+            "DELETE", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets/trainer",
+            {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
+        )  # fmt: skip
+        _clean(cp, ns)
+        cp.request("DELETE", "/api/v1/nodes/gpu-2")
