@@ -103,22 +103,31 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
 
 
 JOBSET_DIR_ENV = "KARTA_E2E_JOBSET_DIR"
+#: each operator: its Configuration's apiVersion and its CRD files
+OPERATORS = {
+    "jobset": ("config.jobset.x-k8s.io/v1alpha1", ("jobset.x-k8s.io_jobsets.yaml",)),
+    "lws": (
+        "config.lws.x-k8s.io/v1alpha1",
+        ("leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+         "disaggregatedset.x-k8s.io_disaggregatedsets.yaml"),
+    ),
+}  # fmt: skip
 
 
-def _jobset_files(tools: Path) -> Path:
-    """The folder with JobSet's manager, CRD and webhook manifests (``jobset-manager``,
-    ``jobset/jobset.x-k8s.io_jobsets.yaml``, ``jobset/webhook/``, as hack/build-tools.sh lays
-    them out with the scheduling plane)."""
+def _jobset_files(tools: Path, op: str = "jobset") -> Path:
+    """The folder with an operator's manager, CRDs and webhook manifests (``OP-manager``,
+    ``OP/<crd>.yaml``, ``OP/webhook/``, as hack/build-tools.sh lays them out with the
+    scheduling plane)."""
     d = Path(os.environ.get(JOBSET_DIR_ENV) or tools)
-    need = [d / "jobset-manager", d / "jobset" / "jobset.x-k8s.io_jobsets.yaml",
-            d / "jobset" / "webhook" / "manifests.yaml"]  # fmt: skip
+    need = [d / f"{op}-manager", *(d / op / f for f in OPERATORS[op][1]),
+            d / op / "webhook" / "manifests.yaml"]  # fmt: skip
     missing = [str(p) for p in need if not p.is_file()]
     if missing:
         raise kapi.ToolsMissing(f"no {', '.join(missing)} (or set {JOBSET_DIR_ENV})")
     return d
 
 
-def _jobset_webhooks(d: Path, port: int, ca: Path) -> list[dict[str, Any]]:
+def _jobset_webhooks(d: Path, port: int, ca: Path, op: str = "jobset") -> list[dict[str, Any]]:
     """JobSet's webhook configurations with its kustomize patches (pod webhooks only for pods
     of a JobSet), each service made a URL on ``port`` trusting ``ca``."""
     import base64
@@ -126,16 +135,16 @@ def _jobset_webhooks(d: Path, port: int, ca: Path) -> list[dict[str, Any]]:
     import jsonpatch
     import yaml
 
-    folder = d / "jobset" / "webhook"
+    folder = d / op / "webhook"
     docs = [x for x in yaml.safe_load_all((folder / "manifests.yaml").read_text()) if x]
     bundle = base64.b64encode(ca.read_bytes()).decode()
     out = []
     for doc in docs:
         kind = "mutating" if doc["kind"].startswith("Mutating") else "validating"
-        patch = folder / "patches" / f"{kind}-patch.yaml"
-        if patch.is_file():
-            doc = jsonpatch.apply_patch(doc, yaml.safe_load(patch.read_text()))
-        doc["metadata"]["name"] = f"jobset-{doc['metadata']['name']}"
+        for patch in (folder / f"{kind}-patch.yaml", folder / "patches" / f"{kind}-patch.yaml"):
+            if patch.is_file():
+                doc = jsonpatch.apply_patch(doc, yaml.safe_load(patch.read_text()))
+        doc["metadata"]["name"] = f"{op}-{doc['metadata']['name']}"
         for hook in doc["webhooks"]:
             path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
@@ -143,24 +152,28 @@ def _jobset_webhooks(d: Path, port: int, ca: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _start_jobset(cp: kapi.ControlPlane, d: Path, files: Path) -> subprocess.Popen[bytes]:
+def _start_jobset(
+    cp: kapi.ControlPlane, d: Path, files: Path, op: str = "jobset"
+) -> subprocess.Popen[bytes]:
+    """The operator ``op``'s CRDs applied, its manager started, its webhooks registered."""
     import socket
 
     import yaml
 
-    cp.kubectl(
-        "apply", "--server-side", "-f", str(files / "jobset" / "jobset.x-k8s.io_jobsets.yaml")
-    )
-    cp.wait_established("jobsets.jobset.x-k8s.io")
+    names = []
+    for f in OPERATORS[op][1]:
+        cp.kubectl("apply", "--server-side", "-f", str(files / op / f))
+        names.append(yaml.safe_load((files / op / f).read_text())["metadata"]["name"])
+    cp.wait_established(*names)
     port = kapi.free_port()
-    config = d / "jobset-config.yaml"
+    config = d / f"{op}-config.yaml"
     config.write_text(yaml.safe_dump({
-        "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
+        "apiVersion": OPERATORS[op][0], "kind": "Configuration",
         "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
         "webhook": {"port": port, "host": "127.0.0.1", "certDir": str(cp.ca.parent)},
         "metrics": {"bindAddress": "0"}, "health": {"healthProbeBindAddress": "0"},
     }))  # fmt: skip
-    proc = _spawn(d, "jobset-manager", [str(files / "jobset-manager"), f"--config={config}",
+    proc = _spawn(d, f"{op}-manager", [str(files / f"{op}-manager"), f"--config={config}",
                                         f"--kubeconfig={cp.kubeconfig}", "--zap-devel=false"])  # fmt: skip
 
     def listening() -> bool:
@@ -170,14 +183,14 @@ def _start_jobset(cp: kapi.ControlPlane, d: Path, files: Path) -> subprocess.Pop
         except OSError:
             return False
 
-    wait_until("jobset-manager's webhooks", listening, 120)
-    cp.apply(_jobset_webhooks(files, port, cp.ca))
+    wait_until(f"{op}-manager's webhooks", listening, 120)
+    cp.apply(_jobset_webhooks(files, port, cp.ca, op))
     return proc
 
 
 @contextlib.contextmanager
 def _gang_plane(
-    d: Path, *, controllers: bool, policy: str = POLICY, jobset: bool = False
+    d: Path, *, controllers: bool, policy: str = POLICY, jobset: bool = False, lws: bool = False
 ) -> Iterator[Gang]:
     """The plane (see the module docstring); with ``controllers``, kube-controller-manager
     too (the Job controller makes the pods, the garbage collector deletes what a workload
@@ -191,6 +204,7 @@ def _gang_plane(
                 tools, "kube-controller-manager", "KARTA_E2E_KUBE_CONTROLLER_MANAGER"
             )
         jobset_files = _jobset_files(tools) if jobset else None
+        lws_files = _jobset_files(tools, "lws") if lws else None
     except kapi.ToolsMissing as e:
         # In CI a missing tool fails, once hack/build-tools.sh builds the plane's at all
         if os.environ.get("CI") and "kube-scheduler" in kapi.BUILD_SCRIPT.read_text():
@@ -219,6 +233,8 @@ def _gang_plane(
             )  # fmt: skip
         if jobset_files is not None:
             procs.append(_start_jobset(cp, d, jobset_files))
+        if lws_files is not None:
+            procs.append(_start_jobset(cp, d, lws_files, "lws"))
         for f in ("crd-kartas.yaml", "crd-kartapolicies.yaml", "crd-kartanamespacepolicies.yaml"):
             cp.kubectl("apply", "--server-side", "-f", str(BASE / f))
         cp.wait_established(
@@ -262,10 +278,11 @@ def gang_jobset(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gang]:
     policy = (
         POLICY
         + '- name: jobsets\n  match: {kinds: [JobSet], namespaces: ["gang-*"]}\n  gang: native\n'
+        + '- name: lws\n  match: {kinds: [LeaderWorkerSet], namespaces: ["gang-*"]}\n'
+        + "  gang: native-workload\n"
     )
-    with _gang_plane(
-        tmp_path_factory.mktemp("gangjs"), controllers=True, policy=policy, jobset=True
-    ) as g:
+    d = tmp_path_factory.mktemp("gangjs")
+    with _gang_plane(d, controllers=True, policy=policy, jobset=True, lws=True) as g:
         yield g
 
 
@@ -522,3 +539,43 @@ def test_the_12_gpu_jobset_is_placed_all_or_nothing(gang_jobset: Gang) -> None:
         )  # fmt: skip
         _clean(cp, ns)
         cp.request("DELETE", "/api/v1/nodes/gpu-2")
+
+
+def test_an_lws_of_two_replicas_is_one_gang_placed_all_or_nothing(gang_jobset: Gang) -> None:
+    """A LeaderWorkerSet of 2 replicas x size 2 (4 GPUs a pod) made by the real LWS manager,
+    its definition without gang instructions and the rule's native-workload: one group of 4;
+    none bound on two 4-GPU nodes (without it each replica's leader could hold a node), all 4
+    together once two more nodes are added."""
+    cp = gang_jobset.cp
+    ns = _ns(cp)
+    t = {"metadata": {"labels": {"app": "lws"}}, "spec": {"containers": [
+        {"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}  # fmt: skip
+    body = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "serve", "namespace": ns},
+            "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "workerTemplate": t}}}  # fmt: skip
+    status, got = cp.request(
+        "POST", f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets", body
+    )
+    assert status == 201, got
+    name = group_name("serve", got["metadata"]["uid"], "workload")
+
+    def linked() -> list[Any]:
+        items = cp.request("GET", f"/api/v1/namespaces/{ns}/pods")[1]["items"]
+        return [p["spec"].get("schedulingGroup") for p in items]
+
+    wait_until("4 pods, each linked", lambda: linked() == [{"podGroupName": name}] * 4, 120)
+    wait_until("Unschedulable", lambda: _condition(_podgroup(cp, ns, name)) == "False", 60)
+    assert ((_podgroup(cp, ns, name) or {})["spec"]["schedulingPolicy"]["gang"]["minCount"]) == 4
+    assert _bound(cp, ns) == 0
+    _node(cp, "gpu-3", 4)
+    _node(cp, "gpu-4", 4)
+    try:
+        wait_until("all 4 bound together", lambda: _bound(cp, ns) == 4, 120)
+    finally:
+        cp.request(
+            "DELETE", f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets/serve",
+            {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
+        )  # fmt: skip
+        _clean(cp, ns)
+        cp.request("DELETE", "/api/v1/nodes/gpu-3")
+        cp.request("DELETE", "/api/v1/nodes/gpu-4")
