@@ -3,7 +3,8 @@
 One control plane for the whole run (``plane``), one of a test's own when it needs a new
 cluster (``fresh_plane``), a fresh namespace per test (``ns``), and the
 CRDs: Karta's own from ``manifests/base`` and the workload kinds' real CRDs
-(``workload_crds``). In CI (``CI`` set) a control plane that is not built is a failure, never a
+(``workload_crds``); the scheduling plane, controllers, scheduler, operators and nodes on a
+control plane of its own (``scheduling_plane``, ``scheduling_plane_factory``). In CI (``CI`` set) a control plane that is not built is a failure, never a
 skip; elsewhere the skip says how to build it. When a test fails, the summary names the folder
 with the apiserver's, etcd's and the webhook servers' logs (pytest keeps the last three runs).
 """
@@ -14,12 +15,13 @@ import contextlib
 import os
 import subprocess
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import kapi
 import pytest
+import schedplane
 import yaml
 
 _run_dirs: list[Path] = []
@@ -72,6 +74,53 @@ def ns(plane: kapi.ControlPlane) -> str:
     name = f"t-{uuid.uuid4().hex[:10]}"
     plane.kubectl("create", "namespace", name)
     return name
+
+
+@pytest.fixture(scope="session")
+def scheduling_plane_factory(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., schedplane.SchedulingPlane]]:
+    """``factory(feature_gates=(), runtime_config=(), operators=("jobset", "lws"))``: the
+    scheduling plane (``schedplane.py``) started with those, one per distinct arguments for the
+    session, all stopped at its end. In CI a plane that is not built is a failure, never a
+    skip."""
+    planes: dict[tuple[tuple[str, ...], ...], schedplane.SchedulingPlane] = {}
+
+    def make(
+        feature_gates: Sequence[str] = (),
+        runtime_config: Sequence[str] = (),
+        operators: Sequence[str] = schedplane.OPERATORS,
+    ) -> schedplane.SchedulingPlane:
+        key = tuple(tuple(sorted(x)) for x in (feature_gates, runtime_config, operators))
+        if key not in planes:
+            try:
+                tools = schedplane.plane_tools()
+                kapi.kubectl_binary()
+            except kapi.ToolsMissing as e:
+                if os.environ.get("CI"):
+                    pytest.fail(f"CI: {e}", pytrace=False)
+                pytest.skip(str(e))
+            d = tmp_path_factory.mktemp("sched")
+            _run_dirs.append(d.parent)
+            planes[key] = schedplane.start(
+                d, tools, feature_gates=feature_gates, runtime_config=runtime_config,
+                operators=operators,
+            )  # fmt: skip
+        return planes[key]
+
+    try:
+        yield make
+    finally:
+        for p in planes.values():
+            p.stop()
+
+
+@pytest.fixture(scope="session")
+def scheduling_plane(
+    scheduling_plane_factory: Callable[..., schedplane.SchedulingPlane],
+) -> schedplane.SchedulingPlane:
+    """The shared scheduling plane with default feature gates."""
+    return scheduling_plane_factory()
 
 
 def workload_crd_files(tmp: Path) -> list[Path]:
