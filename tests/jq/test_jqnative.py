@@ -1,8 +1,8 @@
 """webhook.jq.native.evaluate against the real libjq (the ``jq`` package): same outputs in the same order,
 same ``path()`` results, same error messages.
 
-(a) every catalog expression (and every upstream one, when ``KARTA_UPSTREAM_DIR`` or
-/work/upstream-karta holds upstream definitions) on every catalog sample, in both modes;
+(a) every catalog expression (and every upstream one, when ``KARTA_UPSTREAM_DIR`` names a
+folder of upstream definitions; no default) on every catalog sample, in both modes;
 (b) generated expressions of the subset's grammar on generated objects (hypothesis);
 plus libjq 1.8 facts the evaluator mirrors, pinned. Refusals and bounds:
 ``tests/jq/test_jqnative_bounds.py``.
@@ -42,9 +42,10 @@ CATALOG = sorted({e for k in load_files([catalog_dir()]) for e in _exprs(k)})
 
 
 def _upstream() -> list[str]:
-    root = Path(os.environ.get("KARTA_UPSTREAM_DIR", "/work/upstream-karta"))
+    name = os.environ.get("KARTA_UPSTREAM_DIR")  # no default: no machine's path in the tests
+    root = Path(name) if name else None
     found: set[str] = set()
-    for f in sorted(root.rglob("*.yaml")) if root.is_dir() else []:
+    for f in sorted(root.rglob("*.yaml")) if root is not None and root.is_dir() else []:
         for label, doc in read_documents(f):
             try:
                 found.update(_exprs(parse(doc, label)))

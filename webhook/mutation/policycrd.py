@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
-from webhook.karta.fields import INJECTABLES
+from webhook.karta.injectables import INJECTABLES
 
-BEGIN = "# BEGIN rule fields: generated from webhook/karta/fields.py by hack/policy-crds.py"
+BEGIN = "# BEGIN rule fields: generated from webhook/karta/injectables.py by hack/policy-crds.py"
 END = "# END rule fields"
 #: the CRD files that hold the block, from the repository's root
 FILES = (

@@ -34,7 +34,7 @@ depth is capped at parse time, and iterations/products draw on a work budget.
 
 Survey (``python hack/jq_survey.py DIR``; counts are of distinct non-plain expressions using
 a form). Bundled catalog: 248 expressions, 164 plain paths, 84 others; upstream definitions
-(/work/upstream-karta): 334 expressions, 242 plain, 92 others::
+(a folder of them, ``KARTA_UPSTREAM_DIR``): 334 expressions, 242 plain, 92 others::
 
     form                      catalog upstream    form                 catalog upstream
     .key steps                     83      77     select                    10      15
