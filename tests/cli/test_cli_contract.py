@@ -182,6 +182,9 @@ CASES: list[tuple[str, Sequence[str], int, str]] = [
         "--samples",
     ),
     # ------------------------------------------------------------------ test
+    ("init-ok", ["init", "--crd", "{suite}/crd.yaml"], 0, ""),
+    ("init-no-kind", ["init", "--crd", "{suite}/crd.yaml", "--kind", "Nope"], 2, "of kind Nope"),
+    ("init-missing", ["init", "--crd", "{tmp}/nope.yaml"], 2, "nope.yaml"),
     ("test-ok", ["test", "{suite}"], 0, ""),
     ("test-json", ["test", "{suite}", "-o", "json"], 0, ""),
     ("test-failing", ["test", "{tmp}/failing-suite"], 1, ""),

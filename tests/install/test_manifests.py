@@ -604,9 +604,14 @@ WORKLOAD_RULES = [
     ("apps.nvidia.com", "v1alpha1", ["nimcaches", "nimservices"]),
     ("argoproj.io", "v1alpha1", ["workflows"]),
     ("batch", "v1", ["cronjobs", "jobs"]),
+    ("batch.volcano.sh", "v1alpha1", ["jobs"]),
     ("grove.io", "v1alpha1", ["podcliquesets"]),
     ("jobset.x-k8s.io", "v1alpha2", ["jobsets"]),
-    ("kubeflow.org", "v1", ["jaxjobs", "notebooks", "pytorchjobs", "tfjobs", "xgboostjobs"]),
+    (
+        "kubeflow.org",
+        "v1",
+        ["jaxjobs", "notebooks", "paddlejobs", "pytorchjobs", "tfjobs", "xgboostjobs"],
+    ),
     ("kubeflow.org", "v2beta1", ["mpijobs"]),
     ("leaderworkerset.x-k8s.io", "v1", ["leaderworkersets"]),
     ("milvus.io", "v1beta1", ["milvuses"]),
@@ -616,6 +621,7 @@ WORKLOAD_RULES = [
     ("serving.knative.dev", "v1", ["services"]),
     ("serving.kserve.io", "v1alpha1", ["llminferenceservices"]),
     ("serving.kserve.io", "v1beta1", ["inferenceservices"]),
+    ("sparkoperator.k8s.io", "v1beta2", ["sparkapplications"]),
     ("tekton.dev", "v1", ["taskruns"]),
     ("trainer.kubeflow.org", "v1alpha1", ["trainjobs"]),
 ]

@@ -16,6 +16,7 @@ from webhook.jq.engine import Engine
 from webhook.karta.loading import samples_dir
 from webhook.karta.model import is_karta, not_a_karta
 from webhook.karta.samples import SampleIndex
+from webhook.schema.draft import draft
 
 # --------------------------------------------------------------------------- validate
 
@@ -65,6 +66,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         )
         assert result.report is not None  # a Karta on CREATE is always checked
         print("\n".join(result.report.lines()))
+        if getattr(args, "explain", False):
+            print("\n".join(f"  explain: {e}" for e in result.report.explained))
         if not result.response.allowed:
             code = EXIT_FINDING
     return code
@@ -86,7 +89,28 @@ def cmd_test(args: argparse.Namespace) -> int:
         console.print_json(suite.as_json(rows))
     else:
         print(suite.as_table(rows))
-    return EXIT_FINDING if any(not r.passed for r in rows) else EXIT_OK
+    failed = [r for r in rows if not r.passed]
+    if getattr(args, "update", False) and failed:
+        failed = _update(failed)
+    return EXIT_FINDING if failed else EXIT_OK
+
+
+def _update(failed: list[suite.Row]) -> list[suite.Row]:
+    """``test --update``: write the computed mutated object of each failing ``mutated`` check
+    to the file its expectation came from; the failures left (others, and inline ones)."""
+    left = []
+    for r in failed:
+        target, actual = r.computed if r.computed is not None else (None, None)
+        if target is None:
+            left.append(r)
+            if r.computed is not None:
+                console.err(
+                    f"{r.test}/{r.case}: mutated is given inline: not updated (give it as a file)"
+                )
+            continue
+        target.write_text(console.dump_yaml([actual]))
+        console.err(f"{r.test}/{r.case}: updated {target}")
+    return left
 
 
 def _suite_label(s: suite.Suite, base: Path, count: int) -> str:
@@ -98,3 +122,18 @@ def _suite_label(s: suite.Suite, base: Path, count: int) -> str:
         return str(s.path.parent.relative_to(base)) if base.is_dir() else s.name
     except ValueError:
         return s.name
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """init --crd FILE [--kind K]: print a draft definition of the CRD's kind (its storage
+    version, else the first it serves); exit 2 when no CRD (or no CRD of K) is there."""
+    index = suite.read_crd_files([args.crd])
+    entries = [e for e in (index or ()) if args.kind in (None, e.kind)]
+    kinds = sorted({e.kind for e in entries})
+    if not entries:
+        raise InputError(f"{args.crd}: no CustomResourceDefinition of kind {args.kind} (--kind)")
+    if len(kinds) > 1:
+        raise InputError(f"{args.crd}: CRDs of {', '.join(kinds)}: name one with --kind")
+    e = entries[0]
+    print(draft(e.schema, e.group, e.version, e.kind), end="")
+    return EXIT_OK

@@ -20,7 +20,7 @@ from webhook.base.errors import KartaError
 from webhook.cli import console
 from webhook.cli import serve as serve_cmd
 from webhook.cli.console import EXIT_FINDING, EXIT_INPUT, EXIT_OK
-from webhook.cli.definitions import cmd_test, cmd_validate
+from webhook.cli.definitions import cmd_init, cmd_test, cmd_validate
 from webhook.cli.install import cmd_certs, cmd_manifests
 from webhook.cli.workloads import cmd_describe, cmd_mutate
 
@@ -35,6 +35,8 @@ def build_parser(prog: str = "karta-webhook") -> argparse.ArgumentParser:
     p = _Parser(
         prog=prog,
         description="Kubernetes admission webhooks driven by Karta workload definitions.",
+        usage="%(prog)s [-h] [--version] "
+        "{mutate,describe,certs,validate,init,test,serve,manifests} ...",
     )
     p.add_argument("--version", action="version", version=f"karta-webhook {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -48,7 +50,10 @@ def build_parser(prog: str = "karta-webhook") -> argparse.ArgumentParser:
         )
 
     m = sub.add_parser(
-        "mutate", help="print workloads with the policy applied to every pod template"
+        "mutate",
+        help="print workloads with the policy applied to every pod template",
+        usage="%(prog)s [-h] -f FILE [--policy FILE] [--namespaces FILE] [--crd FILE]... "
+        "[--catalog DIR]... [-o {yaml,json,patch,explain}]",
     )
     m.add_argument(
         "-f",
@@ -68,6 +73,14 @@ def build_parser(prog: str = "karta-webhook") -> argparse.ArgumentParser:
         "read; Namespace documents among -f's are read too",
     )
     catalog(m)
+    m.add_argument(
+        "--crd",
+        action="append",
+        metavar="FILE",
+        help="CustomResourceDefinition(s) (files, lists or directories; repeatable): each "
+        "object is first defaulted from its kind's schema, as the API server stores it and "
+        "as `test` does, so the output can serve as a test's expected result",
+    )
     m.add_argument(
         "-o",
         "--output",
@@ -141,7 +154,20 @@ def build_parser(prog: str = "karta-webhook") -> argparse.ArgumentParser:
         "files, lists or directories (repeatable); paths are checked against the root "
         "kind's schema, samples defaulted from it (built-in kinds need none)",
     )
+    v.add_argument(
+        "--explain",
+        action="store_true",
+        help="also print, for each path of the definition on each sample, what it matched "
+        "(count and first locations or values)",
+    )
     v.set_defaults(func=cmd_validate)
+
+    i = sub.add_parser(
+        "init", help="print a draft Karta definition from a kind's CRD, a comment on every guess"
+    )
+    i.add_argument("--crd", required=True, metavar="FILE", help="the kind's CRD (file or List)")
+    i.add_argument("--kind", metavar="K", help="the kind, when the file holds several CRDs")
+    i.set_defaults(func=cmd_init)
 
     t = sub.add_parser(
         "test",
@@ -149,6 +175,12 @@ def build_parser(prog: str = "karta-webhook") -> argparse.ArgumentParser:
     )
     t.add_argument("path", metavar="PATH", help="a karta-test.yaml, or a directory to search")
     t.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    t.add_argument(
+        "--update",
+        action="store_true",
+        help="write each failing case's computed mutated object to its `mutated:` file "
+        "(review the diff); exit 0 when every failure was one so written",
+    )
     t.set_defaults(func=cmd_test)
 
     serve_cmd.add_parser(sub, catalog)

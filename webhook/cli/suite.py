@@ -32,7 +32,8 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 import jsonpatch
@@ -78,6 +79,12 @@ class Row:
     check: str
     passed: bool
     reason: str = ""
+    #: every difference, when a mutated object is not the expected one (``reason`` names
+    #: the first :data:`_DIFFS`; ``-o json`` lists them all)
+    differences: tuple[str, ...] = ()
+    #: the mutated object the check computed and the file its expectation came from (None
+    #: when given inline), for ``test --update``
+    computed: tuple[Path | None, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def result(self) -> str:
@@ -207,13 +214,23 @@ def _mutated_row(
     diff = jsonpatch.make_patch(actual, dict(case.mutated or {})).patch
     if not diff:
         return Row(test, case.name, "mutated", True, f"{len(m.ops)} patch op(s)")
-    return Row(test, case.name, "mutated", False, _describe_diff(diff, actual))
+    every = _describe_diff(diff, actual)
+    more = f" (and {len(every) - _DIFFS} more)" if len(every) > _DIFFS else ""
+    return Row(
+        test,
+        case.name,
+        "mutated",
+        False,
+        "; ".join(every[:_DIFFS]) + more,
+        tuple(every),
+        (case.mutated_file, actual),
+    )
 
 
-def _describe_diff(diff: Sequence[Mapping[str, Any]], actual: Any) -> str:
-    """The first differences between the mutated object and the expected one, in words."""
+def _describe_diff(diff: Sequence[Mapping[str, Any]], actual: Any) -> list[str]:
+    """Every difference between the mutated object and the expected one, in words."""
     out = []
-    for op in diff[:_DIFFS]:
+    for op in diff:
         path = str(op.get("path", ""))
         got = _at(actual, path)
         if op.get("op") == "remove":
@@ -224,8 +241,7 @@ def _describe_diff(diff: Sequence[Mapping[str, Any]], actual: Any) -> str:
             out.append(f"{path}: want {_short(op.get('value'))}, got {_short(got)}")
         else:  # move/copy: jsonpatch found the same value elsewhere
             out.append(f"{path}: differs ({op.get('op')} from {op.get('from')})")
-    more = f" (and {len(diff) - _DIFFS} more)" if len(diff) > _DIFFS else ""
-    return "; ".join(out) + more
+    return out
 
 
 def _at(obj: Any, path: str) -> Any:
@@ -271,7 +287,8 @@ def as_json(rows: Sequence[Row]) -> dict[str, Any]:
                 "case": r.case,
                 "check": r.check,
                 "result": r.result,
-                "reason": r.reason,
+                "reason": "; ".join(r.differences) if r.differences else r.reason,
+                **({"differences": list(r.differences)} if r.differences else {}),
             }
             for r in rows
         ],

@@ -36,6 +36,8 @@ class Case:
     templates: tuple[str, ...] | None = None
     gpus: int | None = None
     mutated: Mapping[str, Any] | None = None
+    #: the file ``mutated`` was read from (None: inline or not given)
+    mutated_file: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -202,6 +204,10 @@ def _cases(r: _SuiteReader, value: Any) -> list[Case]:
         r.unknown(d, _CASE, where)
         obj, source = _object(r, d.get("object"), join_path(where, "object"), required=True)
         mutated, _ = _object(r, d.get("mutated"), join_path(where, "mutated"))
+        given = d.get("mutated")
+        mutated_file = (
+            r.file(given, join_path(where, "mutated")) if isinstance(given, str) else None
+        )
         templates = _pointers(r, d.get("templates"), join_path(where, "templates"))
         gpus = d.get("gpus")
         if gpus is not None and (not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0):
@@ -221,6 +227,7 @@ def _cases(r: _SuiteReader, value: Any) -> list[Case]:
                     templates=templates,
                     gpus=gpus,
                     mutated=mutated,
+                    mutated_file=mutated_file,
                 )
             )
     return out

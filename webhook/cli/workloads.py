@@ -13,15 +13,19 @@ from typing import Any
 import jsonpatch
 
 from webhook.admission.handlers import mutate_object
+from webhook.admission.rulebook import schema_for
 from webhook.base.documents import read_documents
 from webhook.base.errors import InputError
 from webhook.base.gvk import GVK
 from webhook.cli import console
 from webhook.cli.console import EXIT_FINDING, EXIT_INPUT, EXIT_OK
+from webhook.cli.suitefile import read_crd_files
 from webhook.jq.engine import Engine
 from webhook.mutation.policy import EMPTY, Policy
 from webhook.mutation.policyobject import load_policies
 from webhook.mutation.scope import NamespaceMeta, namespace_meta, namespaces_of
+from webhook.schema.crds import SchemaIndex
+from webhook.schema.defaulting import apply_defaults
 from webhook.workload import render as describe
 from webhook.workload.locator import resolve
 
@@ -34,6 +38,8 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     docs = read_documents(args.file)
     namespaces = _namespaces(args.namespaces) if getattr(args, "namespaces", None) else {}
     namespaces.update(namespaces_of([doc for _, doc in docs]))
+    if getattr(args, "crd", None):
+        docs = _defaulted(docs, read_crd_files(args.crd))
     engine = Engine()
     explained = (  # before the documents are patched in place below
         [
@@ -84,6 +90,21 @@ def cmd_mutate(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(console.dump_yaml(mutated))
     return code
+
+
+def _defaulted(docs: list[tuple[str, Any]], schemas: SchemaIndex | None) -> list[tuple[str, Any]]:
+    """Each workload defaulted from its kind's schema (a CRD's among ``schemas``, else a
+    built-in kind's), as ``test`` defaults its cases; others as they are."""
+    out = []
+    for source, doc in docs:
+        found = schema_for(GVK.of(doc), schemas) if isinstance(doc, dict) else None
+        if found is not None and found.schema is not None and not _is_namespace(doc):
+            try:
+                doc = apply_defaults(found.schema, doc)
+            except InputError as e:
+                raise InputError(f"{source}: {e}") from e
+        out.append((source, doc))
+    return out
 
 
 def _explain(

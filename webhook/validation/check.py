@@ -48,6 +48,7 @@ from webhook.schema.builtin import builtin_schema
 from webhook.schema.defaulting import apply_defaults
 from webhook.schema.nodes import Schema
 from webhook.schema.synthesis import synthesize
+from webhook.validation.explain import explain
 from webhook.validation.report import NO_SAMPLE, Report
 from webhook.validation.samplerules import SampleRules
 from webhook.validation.schemafields import check_fields, check_implied, check_locations
@@ -103,7 +104,15 @@ def check(
             )
         c.notes.append(fields)
     return Report(
-        source, karta.name, gvk, c.found.errors, c.found.warnings, real, c.notes, c.synthesised
+        source,
+        karta.name,
+        gvk,
+        c.found.errors,
+        c.found.warnings,
+        real,
+        c.notes,
+        c.synthesised,
+        c.explained,
     )
 
 
@@ -112,8 +121,11 @@ class _Checker(SampleRules, WriteRules):
 
     #: implied pod-spec fields the schema has no place for (set by :meth:`against_schema`)
     unfit: tuple[str, ...] = ()
+    #: what each workload-side path matched on each sample (set by :meth:`against_samples`)
+    explained: list[str]
 
     def run(self, samples: Sequence[Sample]) -> None:
+        self.explained = []
         structure = check_structure(self.k)
         self.found.errors.extend(structure.errors)
         for w in structure.warnings:
@@ -278,6 +290,7 @@ class _Checker(SampleRules, WriteRules):
             self.checked += 1
             self.on_synthetic = label == SYNTHESISED and self.synthesised > 0
             outs = self.evaluate(workload, obj)
+            self.explained.extend(explain(workload, outs, label))
             self.one_sample(workload, outs, label, obj, found, missing, evaluated, suspend_hits)
             self.schema_locations(outs)
             self.write_rules(workload, outs, label, obj)

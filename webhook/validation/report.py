@@ -24,6 +24,8 @@ class Report:
     #: what was checked how (the schema used, which samples were real, which synthesised)
     notes: list[str] = field(default_factory=list)
     synthesised: int = 0  # how many samples synthesised from the schema were checked
+    #: per workload-side path, per sample: what it matched (``validate --explain``)
+    explained: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -12,9 +12,10 @@ definitions for unless manageWebhooks is false.
 - {apiGroups: ["apps.nvidia.com"], apiVersions: ["v1alpha1"], resources: [nimcaches, nimservices]}
 - {apiGroups: ["argoproj.io"], apiVersions: ["v1alpha1"], resources: [workflows]}
 - {apiGroups: ["batch"], apiVersions: ["v1"], resources: [cronjobs, jobs]}
+- {apiGroups: ["batch.volcano.sh"], apiVersions: ["v1alpha1"], resources: [jobs]}
 - {apiGroups: ["grove.io"], apiVersions: ["v1alpha1"], resources: [podcliquesets]}
 - {apiGroups: ["jobset.x-k8s.io"], apiVersions: ["v1alpha2"], resources: [jobsets]}
-- {apiGroups: ["kubeflow.org"], apiVersions: ["v1"], resources: [jaxjobs, notebooks, pytorchjobs, tfjobs, xgboostjobs]}
+- {apiGroups: ["kubeflow.org"], apiVersions: ["v1"], resources: [jaxjobs, notebooks, paddlejobs, pytorchjobs, tfjobs, xgboostjobs]}
 - {apiGroups: ["kubeflow.org"], apiVersions: ["v2beta1"], resources: [mpijobs]}
 - {apiGroups: ["leaderworkerset.x-k8s.io"], apiVersions: ["v1"], resources: [leaderworkersets]}
 - {apiGroups: ["milvus.io"], apiVersions: ["v1beta1"], resources: [milvuses]}
@@ -24,6 +25,7 @@ definitions for unless manageWebhooks is false.
 - {apiGroups: ["serving.knative.dev"], apiVersions: ["v1"], resources: [services]}
 - {apiGroups: ["serving.kserve.io"], apiVersions: ["v1alpha1"], resources: [llminferenceservices]}
 - {apiGroups: ["serving.kserve.io"], apiVersions: ["v1beta1"], resources: [inferenceservices]}
+- {apiGroups: ["sparkoperator.k8s.io"], apiVersions: ["v1beta2"], resources: [sparkapplications]}
 - {apiGroups: ["tekton.dev"], apiVersions: ["v1"], resources: [taskruns]}
 - {apiGroups: ["trainer.kubeflow.org"], apiVersions: ["v1alpha1"], resources: [trainjobs]}
 {{- end }}
