@@ -301,7 +301,8 @@ def test_policy_objects_in_force_together_stay_within_the_bounds(
     with pytest.raises(PolicyError) as e:
         load_policies(f)
     assert [str(err) for err in e.value.errors] == [
-        "c rules[0] (r0).labels: 300 labels in the rules up to this one, at most 256 in a policy",
+        "KartaPolicy/c rules[0] (r0).labels: 300 labels in the rules up to this one, at most 256"
+        " in a policy",
     ]
 
 
