@@ -42,6 +42,9 @@ def explain(
 
 def _show(item: Any, paths: bool) -> str:
     if paths and isinstance(item, tuple | list) and item and isinstance(item[0], list | tuple):
-        return to_pointer(item[0]) or "/"
+        tokens = item[0]
+        if all(isinstance(t, str | int) for t in tokens):  # a slice's token is an object
+            return to_pointer(tokens) or "/"
+        item = tokens
     text = json.dumps(item, default=str, ensure_ascii=False)
     return text if len(text) <= _LIMIT else text[: _LIMIT - 1] + "…"
