@@ -92,7 +92,10 @@ def test_describe_jobset_live(
     assert "leader: replicas 1, 0/0 ready, 4 GPUs" in out
     assert "workers: replicas 2, 0/0 ready, 8 GPUs" in out
     assert "Phase: Undefined" in out
-    assert out.splitlines()[-1].split() == ["TOTAL", "3", "12", "0", "0"]
+    totals = [line.split() for line in out.splitlines() if line.startswith("TOTAL")]
+    assert totals == [["TOTAL", "3", "12", "0", "0"]]
+    # the one gang its definition gives (leader and workers), before any PodGroup exists
+    assert "minCount 3; no PodGroup" in out
 
     status, js = plane.request("GET", base)
     assert status == 200, js

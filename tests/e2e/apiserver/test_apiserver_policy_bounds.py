@@ -80,7 +80,7 @@ def _policy(annotations: dict[str, str]) -> dict[str, Any]:
                 "priorityClassName": "b",
                 "labels": {"l": ""},
                 "annotations": {"a": ""},
-                "nodeSelector": {"n": ""},
+                "nodeSelector": {"k": ""},  # not "n": YAML 1.1 reads a plain n as false, as kubectl does
                 "tolerations": SMALLEST_TOLERATIONS,
             },
         ],
@@ -143,7 +143,7 @@ def test_the_smallest_values_the_policy_accepts_are_stored(
     template = stored["spec"]["template"]
     spec, meta = template["spec"], template["metadata"]
     assert (spec["schedulerName"], spec["priorityClassName"]) == ("a", "b")
-    assert spec["nodeSelector"]["n"] == ""
+    assert spec["nodeSelector"]["k"] == ""
     assert meta["labels"]["l"] == "" and meta["annotations"]["a"] == ""
     assert SMALLEST_TOLERATIONS[0] in spec["tolerations"]
 
