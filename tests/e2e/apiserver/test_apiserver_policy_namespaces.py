@@ -39,6 +39,12 @@ def hook(plane: kapi.ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> 
     )
     probe = _namespace(plane, "probe")
     try:
+        # registered once ready, as a Service sends to a ready pod only: before it has listed
+        # the cluster's policy sources every worker denies with 503, never admits unstamped
+        wait_until(
+            f"serve ready ({served.readyz().get('waitingFor')})",
+            lambda: served.readyz().get("ready") is True,
+        )
         register(plane, configurations(served, policy=served.policy, failure_policy="Fail"))
         wait_until(
             "the mutating webhook labels a dry-run Deployment with its namespace's queue",
