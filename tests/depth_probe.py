@@ -121,7 +121,10 @@ def main() -> None:
     for path, body in (("/validate", karta_body), ("/mutate", bodies["jobset CREATE"])):
         r = client.post(path, data=body, content_type="application/json")
         assert r.status_code == 200, r.get_data(as_text=True)[:2000]
-        assert jsontext.loads(r.get_data())["response"]["allowed"] is True, (path, r.get_data()[:2000])
+        assert jsontext.loads(r.get_data())["response"]["allowed"] is True, (
+            path,
+            r.get_data()[:2000],
+        )
     print("the app: /validate and /mutate answered")
 
     # The sandbox child: an input as deep as it reads, its values returned whole, an error

@@ -36,9 +36,7 @@ def _template_paths(doc: dict[str, Any]) -> set[str]:
 
 
 @pytest.mark.parametrize("stem", sorted(CRDS))
-def test_the_draft_validates_and_finds_the_bundled_template_paths(
-    stem: str, capsys: Any
-) -> None:
+def test_the_draft_validates_and_finds_the_bundled_template_paths(stem: str, capsys: Any) -> None:
     crd = CRDS[stem]
     assert main(["init", "--crd", str(crd)]) == 0
     text = capsys.readouterr().out

@@ -13,7 +13,7 @@ from typing import Any
 import jq
 import pytest
 
-from webhook.base.jsonpointer import to_pointer
+from webhook.base.pointers import to_pointer
 from webhook.jq.paths import (
     GStep,
     Guard,

@@ -36,7 +36,7 @@ import yaml
 from helpers import ENGINE
 
 from webhook.base.documents import read_documents
-from webhook.base.jsonpointer import pointer
+from webhook.base.pointers import pointer
 from webhook.karta.loading import catalog_dir, load_files
 from webhook.karta.model import Karta
 from webhook.workload import render

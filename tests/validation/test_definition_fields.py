@@ -126,9 +126,9 @@ def test_unknown_keys_are_found_in_lists_and_instructions_too() -> None:
     doc["spec"]["optimizationInstructions"]["gangScheduling"]["podGroup"]["nam"] = "x"
     doc["spec"]["structureDefinitions"] = {}
     r = run(doc)
-    assert errors_at(r, f"{SD}.rootComponent.statusDefinition.statusMappings.running[0].byCondition") == [
-        'unknown field "byCondition"; did you mean "byConditions"?'
-    ]
+    assert errors_at(
+        r, f"{SD}.rootComponent.statusDefinition.statusMappings.running[0].byCondition"
+    ) == ['unknown field "byCondition"; did you mean "byConditions"?']
     assert errors_at(r, "spec.optimizationInstructions.gangScheduling.podGroup.nam") == [
         'unknown field "nam"; did you mean "name"?'
     ]

@@ -28,7 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY as METRICS
 
-from webhook.base import jsonpointer
+from webhook.base import pointers
 from webhook.base.documents import read_documents
 from webhook.base.gvk import GVK
 from webhook.base.limits import POINTER_CACHE_BYTES
@@ -147,13 +147,13 @@ def test_odd_milvus_objects_resolve_the_same_with_the_shortcut(
 
 def test_pointers_are_memoised_right_and_bounded() -> None:
     for path in [("a", "b~c", "d/e", 0), ("spec", "x", 12), (), ("~", "/")]:
-        assert jsonpointer.pointer(path) == jsonpointer.to_pointer(path)
+        assert pointers.pointer(path) == pointers.to_pointer(path)
         # a list key works too
-        assert jsonpointer.pointer(list(path)) == jsonpointer.to_pointer(path)
-        assert jsonpointer.pointer(path) == jsonpointer.to_pointer(path)  # and the memoised answer
+        assert pointers.pointer(list(path)) == pointers.to_pointer(path)
+        assert pointers.pointer(path) == pointers.to_pointer(path)  # and the memoised answer
     for i in range(POINTER_CACHE_BYTES // 20 + 100):  # more than the memo holds
-        jsonpointer.pointer(("attacker", f"key-{i:08d}"))
-    memo = jsonpointer._pointers
+        pointers.pointer(("attacker", f"key-{i:08d}"))
+    memo = pointers._pointers
     assert 0 < memo.bytes <= POINTER_CACHE_BYTES
     assert sum(len(v) for v in memo.data.values()) == memo.bytes
 

@@ -1,6 +1,6 @@
 """One /mutate reaches into ``jq/`` from ``mutation/`` and ``workload/`` only to evaluate the
 definition's expressions (issue 38 item 4): JSON locations, reads at a location and JSON
-Pointers are ``webhook.base.jsonpointer``'s. Followed on every bundled sample with a
+Pointers are ``webhook.base.pointers``'s. Followed on every bundled sample with a
 definition, under a policy that writes, with ``sys.setprofile``."""
 
 from __future__ import annotations

@@ -159,7 +159,10 @@ def test_paths_that_disagree_imply_nothing_and_validate_says_why() -> None:
     )
     line = carry.summary(karta)
     assert line is not None
-    assert "no place for labels, annotations, priorityClassName, nodeSelector, tolerations, runtimeClassName" in line
+    assert (
+        "no place for labels, annotations, priorityClassName, nodeSelector, tolerations, runtimeClassName"
+        in line
+    )
     assert "no pod spec implied: component 'thing': the pod-spec field paths end in" in line
     m = mutate_with(karta, PLACE, THING, ENGINE)
     assert m.ops == [] and sorted(w.split(": ", 1)[1] for w in m.warnings) == [

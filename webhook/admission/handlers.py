@@ -16,7 +16,7 @@ from typing import Any
 from webhook.admission.registry import Registry
 from webhook.admission.review import Request, Response
 from webhook.admission.rulebook import ROOT_KIND, conflicting_karta, of_kind, schema_for
-from webhook.base import jsonpointer
+from webhook.base import pointers
 from webhook.base.errors import FieldError
 from webhook.base.gvk import GVK
 from webhook.base.limits import EVAL_TIMEOUT
@@ -303,7 +303,7 @@ def stamp_index_labels(karta_obj: Mapping[str, Any]) -> tuple[list[dict[str, Any
     if not isinstance(labels, Mapping):
         return [{"op": "add", "path": "/metadata/labels", "value": wanted}], warnings
     ops = [
-        {"op": "add", "path": jsonpointer.pointer(("metadata", "labels", k)), "value": v}
+        {"op": "add", "path": pointers.pointer(("metadata", "labels", k)), "value": v}
         for k, v in wanted.items()
         if labels.get(k) != v
     ]

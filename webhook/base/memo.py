@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-#: keys: text (an expression), or a location (:data:`webhook.base.jsonpointer.Path_`)
+#: keys: text (an expression), or a location (:data:`webhook.base.pointers.Path_`)
 K = TypeVar("K", str, tuple[str | int, ...])
 V = TypeVar("V")
 

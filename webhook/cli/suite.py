@@ -44,7 +44,7 @@ from webhook.admission.review import request_for
 from webhook.admission.rulebook import schema_for
 from webhook.base.errors import DefinitionError, InputError
 from webhook.base.gvk import GVK
-from webhook.base.jsonpointer import pointer
+from webhook.base.pointers import pointer
 from webhook.cli.suitefile import SUITE_FILES, Case, Suite, find_suites, load_suite, read_crd_files
 from webhook.jq.engine import Engine
 from webhook.karta.loading import load_definition

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from webhook.base.jsonpointer import PathToken, getpath
 from webhook.base.limits import (
     COMPILE_TIMEOUT,
     EVAL_TIMEOUT,
@@ -33,6 +32,7 @@ from webhook.base.limits import (
     PLAIN_CACHE_BYTES,
 )
 from webhook.base.memo import Memo
+from webhook.base.pointers import PathToken, getpath
 from webhook.base.waits import may_wait
 from webhook.jq import paths as jqpath
 from webhook.jq.native import evaluate as jqnative

@@ -6,7 +6,7 @@ libjq re-parses the whole object for every call, which dominates admission laten
 decoded object in place. Results and error messages are those of libjq's ``path(EXPR)``
 (libjq 1.8, as bundled with the ``jq`` Python package), checked against libjq by
 ``tests/jq/test_jqpath.py``. A path it gives is a location
-(:data:`webhook.base.jsonpointer.Path_`); JSON Pointers of locations are :mod:`webhook.base.jsonpointer`'s.
+(:data:`webhook.base.pointers.Path_`); JSON Pointers of locations are :mod:`webhook.base.pointers`'s.
 
 No libjq import here: this module must be usable where libjq is only available in a sandboxed
 child process.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
-from webhook.base.jsonpointer import PathToken
+from webhook.base.pointers import PathToken
 from webhook.jq.syntax import FIELD, IDENT, NUMBER, OP, STRING, TokenizeError, tokenize
 
 __all__ = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from webhook.base.jsonpointer import Path_, getpath
+from webhook.base.pointers import Path_, getpath
 
 
 def parent_object(obj: Any, loc: Path_) -> dict[str, Any] | None:

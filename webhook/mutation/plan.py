@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from webhook.base import jsonpointer
-from webhook.base.jsonpointer import Path_
+from webhook.base import pointers
+from webhook.base.pointers import Path_
 from webhook.mutation.policy import Policy, Rule, toleration_identity
 from webhook.workload.model import ComponentView, Instance, Workload
 
@@ -85,7 +85,7 @@ class _Patch:
             else:
                 parent = self.get(up, base, anchor)
             if parent is not None and not isinstance(parent, dict):
-                return f"{jsonpointer.pointer(up)} is not an object"
+                return f"{pointers.pointer(up)} is not an object"
             new = [item]
             if parent is None:
                 # holders missing below the base (a fragment's ``extraPodSpec``): created with
@@ -131,9 +131,9 @@ class _Patch:
                 if isinstance(cur, dict) and isinstance(tok, str):
                     cur = cur.get(tok)
                 else:  # a list index on the way: the general walk, from the anchor
-                    return jsonpointer.getpath(anchor, path[base:])
+                    return pointers.getpath(anchor, path[base:])
             return cur
-        return jsonpointer.getpath(self.obj, path)
+        return pointers.getpath(self.obj, path)
 
     def set(
         self,
@@ -180,14 +180,14 @@ class _Patch:
             if self.created and container in self.created:
                 cur[key] = value
             else:
-                path = at[0] + at[1] if at is not None else jsonpointer.pointer((*container, key))
+                path = at[0] + at[1] if at is not None else pointers.pointer((*container, key))
                 self.ops.append({"op": "add", "path": path, "value": value})
                 self.assigned[(container, key)] = value
             return None
         if cur is not None:
-            return f"{jsonpointer.pointer(container)} is not an object"
+            return f"{pointers.pointer(container)} is not an object"
         if not isinstance(anchor if anchor is not None else self.get(container[:base]), dict):
-            return f"{jsonpointer.pointer(container[:base])} is not an object"
+            return f"{pointers.pointer(container[:base])} is not an object"
         if anchor is not None and at is not None and len(container) == base + 1:
             # A map missing right below its anchor (a fragment's podLabels): one op that adds
             # it with the key. The anchor is the original object's, so no op created its path.
@@ -205,7 +205,7 @@ class _Patch:
             if here is None:
                 break
             if not isinstance(here, dict):
-                return f"{jsonpointer.pointer(container[: start + 1])} is not an object"
+                return f"{pointers.pointer(container[: start + 1])} is not an object"
             start += 1
         top: dict[str, Any] = {}
         node = top
@@ -225,9 +225,7 @@ class _Patch:
             self.root_lengths.add(start + 1)
             made = container[: start + 1]
             path = (
-                at[0]
-                if at is not None and start + 1 == len(container)
-                else jsonpointer.pointer(made)
+                at[0] if at is not None and start + 1 == len(container) else pointers.pointer(made)
             )
             self.ops.append({"op": "add", "path": path, "value": top})
         return None

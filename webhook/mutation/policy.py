@@ -17,7 +17,6 @@ from typing import Any
 from webhook.base.derived import Derives
 from webhook.base.errors import FieldError
 from webhook.base.gvk import GVK
-from webhook.base.jsonpointer import pointer
 from webhook.base.limits import (
     MAX_MATCH_VALUES,
     MAX_POLICY_ADDED_BYTES,
@@ -26,6 +25,7 @@ from webhook.base.limits import (
     MAX_RULE_SETTINGS,
     VARIABLE_BYTES,
 )
+from webhook.base.pointers import pointer
 from webhook.karta.fields import INJECTABLES, POLICY_ENTRIES, Injectable
 from webhook.mutation.selectors import Selector
 

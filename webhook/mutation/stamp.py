@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from webhook.base.jsonpointer import Path_, pointer
+from webhook.base.pointers import Path_, pointer
 from webhook.jq.engine import Outcome
 from webhook.karta.fields import INJECTABLES, TEMPLATE, Injectable, Role
 from webhook.karta.model import Component, Karta

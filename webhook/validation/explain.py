@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from webhook.base.jsonpointer import to_pointer
+from webhook.base.pointers import to_pointer
 from webhook.jq.engine import Outcome
 from webhook.karta.model import JqField
 from webhook.validation.state import mode

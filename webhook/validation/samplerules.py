@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.base.jsonpointer import pointer
+from webhook.base.pointers import pointer
 from webhook.base.reader import type_name
 from webhook.jq.engine import Outcome
 from webhook.karta.fields import FRAGMENTED, Role

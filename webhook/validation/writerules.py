@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.base.jsonpointer import Path_, pointer
+from webhook.base.pointers import Path_, pointer
 from webhook.jq import regexsafe
 from webhook.jq.engine import Outcome, plain
 from webhook.karta.fields import FRAGMENTED, INJECTABLES, Mode, Role

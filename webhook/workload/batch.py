@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from webhook.base.jsonpointer import Path_, pointer
+from webhook.base.pointers import Path_, pointer
 from webhook.jq.engine import Engine, Outcome, Prepared, prepare
 from webhook.jq.paths import Guard, Key, chain_expression, parse_guarded
 from webhook.karta.fields import (

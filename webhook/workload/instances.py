@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.base.gvk import GVK
-from webhook.base.jsonpointer import Path_
+from webhook.base.pointers import Path_
 from webhook.base.reader import type_name
 from webhook.jq.engine import Outcome
 from webhook.karta.fields import Role

@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from webhook.base.gvk import GVK
-from webhook.base.jsonpointer import Path_
+from webhook.base.pointers import Path_
 
 
 class Slot(NamedTuple):

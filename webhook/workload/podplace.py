@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from webhook.base.jsonpointer import getpath
+from webhook.base.pointers import getpath
 from webhook.jq.engine import Engine
 from webhook.karta.fields import Role
 from webhook.karta.model import Component, Karta

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.base.jsonpointer import pointer
+from webhook.base.pointers import pointer
 from webhook.workload.model import ComponentView, Workload
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.base.jsonpointer import Path_, getpath, pointer
+from webhook.base.pointers import Path_, getpath, pointer
 from webhook.karta.fields import (
     FRAGMENT_INJECTABLES,
     GPU_FRAGMENTS,

@@ -80,7 +80,9 @@ def _policy(annotations: dict[str, str]) -> dict[str, Any]:
                 "priorityClassName": "b",
                 "labels": {"l": ""},
                 "annotations": {"a": ""},
-                "nodeSelector": {"k": ""},  # not "n": YAML 1.1 reads a plain n as false, as kubectl does
+                "nodeSelector": {
+                    "k": ""
+                },  # not "n": YAML 1.1 reads a plain n as false, as kubectl does
                 "tolerations": SMALLEST_TOLERATIONS,
             },
         ],

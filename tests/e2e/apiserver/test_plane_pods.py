@@ -115,7 +115,11 @@ def _check(
 def _peer(pod: dict[str, Any], ctl: list[dict[str, Any]]) -> dict[str, Any]:
     """The control pod of the same hostname (JobSet) or name (StatefulSet, LWS), else the
     first."""
-    same = [c for c in ctl if c["spec"].get("hostname") and c["spec"].get("hostname") == pod["spec"].get("hostname")]
+    same = [
+        c
+        for c in ctl
+        if c["spec"].get("hostname") and c["spec"].get("hostname") == pod["spec"].get("hostname")
+    ]
     same += [c for c in ctl if c["metadata"]["name"] == pod["metadata"]["name"]]
     return same[0] if same else ctl[0]
 
