@@ -281,7 +281,13 @@ CASES: list[tuple[str, Sequence[str], int, str]] = [
     ),
     ("serve-bad-policy", ["serve", "--no-kube", "--policy", "{tmp}/bad-policy.yaml"], 2, "policy"),
     ("serve-policy-missing", ["serve", "--no-kube", "--policy", "{tmp}/nope"], 2, "nope"),
-    ("serve-catalog-missing", ["serve", "--no-kube", "--catalog", "{tmp}/nope"], 2, "nope"),
+    # a free port: the catalog is read after the bind, and 8443 may be taken on a shared machine
+    (
+        "serve-catalog-missing",
+        ["serve", "--no-kube", "--port", "{port}", "--catalog", "{tmp}/nope"],
+        2,
+        "nope",
+    ),
     ("serve-workers", ["serve", "--no-kube", "--workers", "0"], 2, "--workers"),
     ("serve-kubeconfig", ["serve", "--kubeconfig", "{tmp}/nope"], 2, "--kubeconfig"),
     ("serve-bad-flag", ["serve", "--no-such-flag"], 2, "unrecognized"),
@@ -324,6 +330,7 @@ def test_exit_code_and_message_as_readme_says(
         "sample": str(JOBSET),
         "karta": str(JOBSET_KARTA),
         "suite": str(SUITE),
+        "port": str(_closed_port()),
     }
     args = [a.format(**names) for a in argv]
     done = run(args, inputs)
