@@ -1,67 +1,25 @@
 """Native evaluation of the jq that Karta definitions use, with libjq 1.8's exact results.
 
 libjq runs in a sandbox child (:mod:`webhook.jq.engine`): every call costs a round trip and a
-libjq parse of the whole object. This module evaluates a subset of jq directly on the decoded
-object instead, identical to libjq (outputs, their order, ``path()`` results and
-"Invalid path expression" errors, error messages byte for byte), which
-``tests/jq/test_jqnative.py`` checks against the real library: every catalog expression on every
-sample in both modes, and generated expressions on generated objects.
-
-API::
+libjq parse of the whole object. This module evaluates a subset of jq on the decoded object
+instead. Outputs, their order, ``path()`` results and error messages are libjq's, byte for
+byte, as ``tests/jq/test_jqnative.py`` checks against the real library. API::
 
     prog = compile(expr)            # None: outside the subset, use libjq
     prog.values(obj)                # [value, ...]        like  [EXPR]
     prog.paths(obj)                 # [(path, value), ...] like [path(EXPR)], values in obj
 
-Both raise :class:`JqError` (a :class:`webhook.jq.paths.WalkError`: ``iterates_null`` marks
-"Cannot iterate over null (null)", which callers treat as absent) where libjq raises,
-:class:`LimitError` (also a WalkError) past ``max_outputs`` results or the work ``budget``, and
-:class:`NeedsLibjq` where only libjq can give the exact answer; re-run that one expression
-there. NeedsLibjq cases: integers beyond 2**53 in arithmetic or comparisons, non-finite
-numbers, ``tonumber`` of anything but a plain integer string, ``string * number``,
-``string / string``, ``index`` of strings/objects/sub-arrays (or null with a non-key), values
-nested more than 200 deep; in paths mode ``index``, a trimming ``ltrimstr``/``rtrimstr``, and
-an identity check on an element of a built value whose origin is unknown (e.g. of ``keys``).
+Both may raise:
 
-The subset (grammar in :mod:`webhook.jq.native.parse`): paths (``.a``, ``."a"``, ``.["a"]``,
-``[N]``, ``[-N]``, ``[]``, each optionally ``?``), ``|``, ``,``, ``//``, ``and``/``or``,
-comparisons, ``+ - * / %``, ``if/elif/else/end``, ``as $x |``, ``$x``, ``[...]``, ``{...}``,
-string interpolation, ``?``, literals, and the builtins ``empty not length keys
-keys_unsorted to_entries tostring tonumber type ascii_downcase ascii_upcase min max add
-values first last first(f) last(f) select map any all (0-2 args) ltrimstr rtrimstr
-startswith endswith split/1 has index``. Evaluation is bounded: no construct loops, the AST
-depth is capped at parse time, and iterations/products draw on a work budget.
+* :class:`JqError` (a :class:`webhook.jq.paths.WalkError`) where libjq raises;
+  ``iterates_null`` marks "Cannot iterate over null (null)", which callers treat as absent;
+* :class:`LimitError` (also a WalkError) past ``max_outputs`` results or the work ``budget``;
+* :class:`NeedsLibjq` where only libjq gives the exact answer: run that one expression there.
 
-Survey (``python hack/jq_survey.py DIR``; counts are of distinct non-plain expressions using
-a form). Bundled catalog: 248 expressions, 164 plain paths, 84 others; upstream definitions
-(a folder of them, ``KARTA_UPSTREAM_DIR``): 334 expressions, 242 plain, 92 others::
-
-    form                      catalog upstream    form                 catalog upstream
-    .key steps                     83      77     select                    10      15
-    literals                       81      59     as $x | (bind)             8      14
-    // alternatives                77      54     , (comma)                  7       0
-    comparisons                    54      31     min / max                5/3     0/0
-    | (pipe)                       52      31     add                        4       1
-    and / or                     28/3    20/3     {...}                      4       2
-    if/elif/else/end               24       0     tostring / tonumber      3/3     0/0
-    [] iteration / []?           24/1   30/13     any / all                1/0     4/4
-    [...] collect (map too)        20      17     ltrimstr                   1       0
-    empty                          16       0     string interpolation       1       2
-    arithmetic (+ - * / %)         14       8     to_entries                 1       3
-    length                         11       2     not / index          0/0    13/12
-    [N] index                       0       4     split, type, map, ascii_downcase: 0/1
-
-plus the status code's wrapping of each ``byExpression`` as ``(EXPR\n) | tostring``. Every
-catalog expression is in the subset; of the upstream ones only 14 are not, and those are not
-jq at all (``spec.templates[].metadata``, a path without its leading dot: a libjq compile
-error). In the differential test no catalog or upstream expression needs libjq on any sample.
-
-libjq 1.8 facts worth knowing (all checked by the tests): errors on the left of ``//`` are
-*not* suppressed (``(5 | .a) // 7`` fails), ``as`` takes everything up to ``,`` as its source
-(``1 + .a as $x | $x`` binds ``1 + .a``), the right operand of a binary operator is evaluated
-first and is the outer loop (``[(1,2) + (10,20)]`` is ``[11,12,21,22]``), ``path(last)`` is
-``[-1]``, ``path(.a and .b)`` fails, ``path(any)`` tracks the deciding element, ``ltrimstr``
-of a non-string is an error, and constant object keys that are not strings are compile errors.
+The subset's grammar is :mod:`webhook.jq.native.parse`'s. Evaluation is bounded: no construct
+loops, the AST depth is capped at parse time, and iterations and products draw on a budget.
+docs/architecture.md ("The native jq evaluator") lists the builtins, the cases that need
+libjq and the libjq 1.8 facts followed; see docs/performance.md for what it covers and costs.
 """
 
 from __future__ import annotations
@@ -105,8 +63,8 @@ class Program:
         self.expr = expr
         self._parsed = parsed
         self._compiled: Compiled = compile_node(parsed.node)
-        #: Plain paths take jqsyntax's walk in paths mode (same results, about twice as fast);
-        #: it recurses once per step, so only short ones.
+        #: Plain paths of up to ``_WALK_STEPS`` steps take :func:`webhook.jq.paths.walk` in
+        #: paths mode: the same results, faster (see docs/performance.md).
         plain = jqpath.parse_plain(expr)
         self._plain = plain if plain is not None and len(plain) <= _WALK_STEPS else None
 

@@ -1,9 +1,8 @@
-"""Parse the jq subset of :mod:`webhook.jq.native.evaluate` into a small AST, from jqsyntax's tokens.
+"""Parse the jq subset of :mod:`webhook.jq.native.evaluate` into a small AST, from jq's tokens.
 
-:func:`parse` returns None for anything outside the subset (the expression then runs in
-libjq), and for text nested deeper than ``max_depth``, so that no input can exhaust the
-parser's or the evaluator's recursion. The subset's grammar, with libjq 1.8's precedence
-(lowest first; checked against libjq by ``tests/jq/test_jqnative.py``)::
+:func:`parse` returns None outside the subset (libjq then runs the expression) and past
+``max_depth`` of nesting, so that no input can exhaust the parser's or evaluator's recursion.
+The grammar, with libjq 1.8's precedence (lowest first; ``tests/jq/test_jqnative.py``)::
 
     pipe   := item ('|' item)*
     item   := alt ('as' $name '|' pipe)?          # the body takes the rest of the pipe
@@ -20,10 +19,8 @@ parser's or the evaluator's recursion. The subset's grammar, with libjq 1.8's pr
     entries:= (name | keyword | "string" | $name | '(' pipe ')') (':' alt ('|' alt)*)? , ...
 
 ``a?`` right after an index or iteration makes that step optional (libjq's INDEX_OPT /
-EACH_OPT); anywhere else it is ``try a``. Not in the subset: ``..``, slices, computed keys,
-``reduce``/``foreach``/``def``/``try``/``label``, destructuring, assignment, formats (``@sh``),
-number literals other than integers up to 2**53 and decimals that round-trip exactly, and
-builtins not listed in :data:`BUILTINS`.
+EACH_OPT); anywhere else it is ``try a``. Builtins are :data:`BUILTINS`; what the grammar
+leaves out (``..``, slices, ``reduce``, ...) is listed in docs/architecture.md.
 """
 
 from __future__ import annotations
