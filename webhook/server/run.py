@@ -213,7 +213,7 @@ def _master_app(
     """The master's preparation before it forks: the process's limits, and the app over
     ``state`` with the certificate among its reload sources."""
     # large blocks go back to the system when freed, in the master and every worker it forks
-    # (webhook.server.allocator: a worker kept 150 MiB after hostile requests without it)
+    # (webhook.server.allocator: without it a worker keeps what hostile requests grew it to)
     fix_mmap_threshold()
     # every connection a worker may hold, and some for sandbox pipes, listeners, metric files
     raise_open_files((1 + WAITING_FACTOR) * max(1, max_connections) + 256)
