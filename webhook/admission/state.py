@@ -2,37 +2,46 @@
 whole, never half-updated, and its reloads from files (a changed file is read once it has
 settled; a file that fails to load leaves its last good version in force).
 
-The definitions by group/version/kind and loading catalogs are :mod:`webhook.admission.registry`.
+* the snapshot itself, and what ``/validate`` may read live: :mod:`webhook.admission.snapshot`;
+* who calls the reloads in a served process: :mod:`webhook.admission.reloader`;
+* the definitions by group/version/kind, and loading catalogs: :mod:`webhook.admission.registry`.
+
+Their names are importable from here too.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from webhook.admission.gangpod import Owners
 from webhook.admission.registry import FileLoads, Registry, load_catalogs
+from webhook.admission.reloader import RELOAD_INTERVAL, FileReloader
+from webhook.admission.snapshot import LiveSamples, Snapshot
 from webhook.base.documents import yaml_files
 from webhook.base.errors import KartaError
-from webhook.base.gvk import GVK
 from webhook.karta.loading import Loaded, Vet
 from webhook.karta.model import Karta
-from webhook.karta.samples import Sample
 from webhook.mutation.policy import EMPTY, Policy
 from webhook.mutation.policyobject import combine, load_policies, within_bounds
 from webhook.mutation.scope import Namespaces
 from webhook.schema.crds import SchemaIndex
 
+__all__ = [
+    "RELOAD_INTERVAL",
+    "SETTLE_SECONDS",
+    "FileReloader",
+    "LiveSamples",
+    "Snapshot",
+    "State",
+]
+
 log = logging.getLogger("karta_webhook")
 
-#: Reload checks of policy and catalog files per process, at most one per this many seconds.
-RELOAD_INTERVAL = 1.0
 #: A changed file is read once its newest modification is this old: an editor that truncates
 #: and then writes, or a copy in progress, is never read half-way.
 SETTLE_SECONDS = 0.5
@@ -43,32 +52,6 @@ def _settled(stamps: tuple[tuple[str, float, int], ...], now: float) -> bool:
     ahead of the clock counts as settled, or a skewed clock would stop reloads for good)."""
     newest = max((mtime for _, mtime, _ in stamps), default=-1.0)
     return now - newest >= SETTLE_SECONDS or newest > now + 60
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What one request sees: definitions and policy, swapped together, never half-updated;
-    the Karta objects the cluster has (loaded or not), which ``/validate`` checks a new one
-    against (one Karta per root kind), and why each of them that is not in use is not
-    (``cluster_errors``, by name); the schemas of the CustomResourceDefinitions the cluster
-    serves (``crds``: None until a CRD sync has listed them, or when none runs)."""
-
-    registry: Registry
-    policy: Policy
-    cluster_kartas: tuple[Mapping[str, Any], ...] = ()
-    cluster_errors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    crds: SchemaIndex | None = None
-    #: the file definitions (catalog directories) not in use, by source, with why
-    file_errors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-
-
-class LiveSamples(Protocol):
-    """Reads up to a configured number of live objects of a kind from the cluster, within
-    ``timeout`` seconds: the samples, and warnings for what could not be read."""
-
-    def __call__(
-        self, gvk: GVK, crds: SchemaIndex | None, timeout: float
-    ) -> tuple[list[Sample], list[str]]: ...
 
 
 class State:
@@ -331,93 +314,3 @@ class State:
         self.snapshot = snap
         for listener in list(self.listeners):
             listener(snap)
-
-
-class FileReloader:
-    """Calls ``state.reload_files()`` at most once per ``interval`` seconds in this process.
-
-    Either from a daemon thread (:meth:`start`, one per worker: threads do not survive a fork)
-    or, when no thread runs (the Flask test client, a plain WSGI server), lazily at the start of
-    a request (:meth:`maybe_reload`). A file that fails to load is logged once per change and
-    its last good version stays in force.
-    """
-
-    def __init__(
-        self,
-        state: State,
-        interval: float = RELOAD_INTERVAL,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.state = state
-        self.interval = interval
-        self.clock = clock
-        self._last = clock()
-        self._lock = threading.Lock()
-        self._thread_pid: int | None = None
-        #: called with ``state.reload_status`` after each look at the files (the server
-        #: publishes it as metrics)
-        self.on_result: list[Callable[[dict[str, tuple[bool, float]]], None]] = []
-        #: sources beside the state's files, by name (``certificates``): each call looks at
-        #: its files, loading them if they changed, and says whether its last load succeeded
-        #: and when; recorded in ``state.reload_status`` at every look
-        self.sources: dict[str, Callable[[], tuple[bool, float]]] = {}
-
-    @property
-    def threaded(self) -> bool:
-        return self._thread_pid == os.getpid()
-
-    def maybe_reload(self) -> None:
-        if self.threaded or self.clock() - self._last < self.interval:
-            return
-        if not self._lock.acquire(blocking=False):
-            return  # another thread is checking right now; this request uses the snapshot it has
-        try:
-            if self.clock() - self._last >= self.interval:
-                self._reload()
-        finally:
-            self._lock.release()
-
-    def _reload(self) -> None:
-        self._last = self.clock()
-        before = self.state.snapshot
-        try:
-            errors = self.state.reload_files()
-        except Exception:  # never let a reload problem reach a request or kill the thread
-            log.exception("reloading definitions and policy failed")
-            return
-        for e in errors:
-            log.error(
-                "reload failed; the last good version stays in force",
-                extra={"fields": {"error": str(e)}},
-            )
-        for name, poll in list(self.sources.items()):
-            try:
-                self.state.reload_status[name] = poll()
-            except Exception:  # the source keeps its last good version and says nothing new
-                log.exception("reloading a source failed", extra={"fields": {"source": name}})
-                self.state.reload_status[name] = (False, time.time())
-        for fn in self.on_result:
-            try:
-                fn(dict(self.state.reload_status))
-            except Exception:  # metrics never cost a reload
-                log.exception("publishing the reload status failed")
-        after = self.state.snapshot
-        if after is not before:
-            log.info(
-                "reloaded definitions and policy",
-                extra={"fields": {"definitions": len(after.registry)}},
-            )
-
-    def start(self) -> None:
-        """Start the polling thread in this process (idempotent per process)."""
-        if self.threaded:
-            return
-        self._thread_pid = os.getpid()
-        threading.Thread(target=self._loop, name="karta-reload", daemon=True).start()
-
-    def _loop(self) -> None:
-        while True:
-            time.sleep(self.interval)
-            with self._lock:
-                self._reload()

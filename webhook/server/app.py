@@ -1,5 +1,6 @@
 """The HTTP side of the webhooks: the Flask app factory (the admission wrapper it puts in front
-is :mod:`webhook.server.app_admission`).
+is :mod:`webhook.server.app_admission`, the server's side of ``/validate`` is
+:mod:`webhook.server.app_validate`).
 
 :func:`create_app` builds the WSGI app around a :class:`~webhook.admission.state.State`. The app holds
 no admission logic of its own (``/mutate`` is :func:`webhook.admission.handlers.mutate`, ``/validate`` is
@@ -14,9 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
@@ -28,22 +27,17 @@ from webhook.admission.state import FileReloader, Snapshot, State
 from webhook.base.limits import (
     DRAIN_LIMIT,
     EVAL_TIMEOUT,
-    LIVE_SAMPLES_TIMEOUT,
     MAX_BODY,
-    VALIDATE_BUDGET,
     VALIDATE_CONCURRENCY,
     VALIDATE_WAITERS,
-    WEBHOOK_TIMEOUT_SECONDS,
 )
 from webhook.jq.engine import Engine
 from webhook.jq.sandbox import Sandbox
 from webhook.karta import loading
-from webhook.karta import model as definitions
-from webhook.karta.model import is_karta_kind
 from webhook.karta.samples import SampleIndex
-from webhook.mutation.policyobject import is_policy_kind
 from webhook.server import metrics
 from webhook.server.app_admission import AdmissionRoutes, Handler, admit
+from webhook.server.app_validate import validate
 
 __all__ = ["Webhooks", "create_app"]
 
@@ -128,6 +122,19 @@ def create_app(
     validate_engine = validate_engine or Engine(Sandbox(VALIDATE_CONCURRENCY, nice=10))
     hooks = Webhooks(state, engine, validate_engine, samples, validate_timeout, reloader)
     app.extensions["karta"] = hooks
+    _publish_metrics(state, hooks)
+    routes = _admission_routes(state, hooks)
+    _add_admission(app, routes, state, hooks)
+    _add_probes(app, state, hooks)
+    _add_error_pages(app)
+    app.wsgi_app = AdmissionRoutes(  # type: ignore[method-assign]
+        app.wsgi_app, routes, hooks.reloader, state
+    )
+    return app
+
+
+def _publish_metrics(state: State, hooks: Webhooks) -> None:
+    """The definitions' and the reloads' gauges: now, and at every change."""
 
     def count(snap: Snapshot) -> None:
         metrics.set_definitions(len(snap.registry), len(snap.file_errors), len(snap.cluster_errors))
@@ -137,50 +144,32 @@ def create_app(
     metrics.set_reload_status(state.reload_status)
     hooks.reloader.on_result.append(metrics.set_reload_status)
 
+
+def _admission_routes(state: State, hooks: Webhooks) -> dict[str, tuple[str, Handler]]:
+    """The admission webhooks by path: each one's name (a metric label) and its handler over
+    the snapshot a request sees."""
+
     def mutate_handler(req: admission.Request, snap: Snapshot) -> handlers.Result:
         return handlers.mutate(req, snap.registry, snap.policy, hooks.engine, state.namespaces)
 
     def validate_handler(req: admission.Request, snap: Snapshot) -> handlers.Result:
-        if is_policy_kind(req.object_kind):  # a policy object: checked at once, no samples
-            return handlers.validate_policy(req, snap.policy)
-        # Waiting longer than this would let the API server's timeout, not our answer, decide.
-        wait = max(0.0, WEBHOOK_TIMEOUT_SECONDS - VALIDATE_BUDGET - 1.0)
-        # At most VALIDATE_WAITERS request threads wait for a slot; the others are answered
-        # busy at once, so Kartas never hold the threads /mutate needs.
-        if not hooks.validate_waiters.acquire(blocking=False):
-            return _busy(req)
-        try:
-            got = hooks.validations.acquire(timeout=wait)
-        finally:
-            hooks.validate_waiters.release()
-        if not got:
-            return _busy(req)
-        try:
-            start = time.monotonic()
-            cluster, warnings = _cluster_inputs(req, snap, state)
-            result = handlers.validate(
-                req,
-                hooks.samples(),
-                snap.cluster_kartas,
-                hooks.validate_engine,
-                timeout=hooks.validate_timeout,
-                # what the live list took comes out of the budget, but the check keeps half
-                budget=max(VALIDATE_BUDGET / 2, VALIDATE_BUDGET - (time.monotonic() - start)),
-                **cluster,
-            )
-            result.response.warnings.extend(f"karta-webhook: {w}" for w in warnings)
-            return result
-        finally:
-            hooks.validations.release()
+        return validate(req, snap, state, hooks)
 
     def gang_handler(req: admission.Request, snap: Snapshot) -> handlers.Result:
         return gangpod.mutate_pod(req, snap.registry, snap.policy, hooks.engine, state.owners)
 
-    routes: dict[str, tuple[str, Handler]] = {
+    return {
         "/mutate": ("mutate", mutate_handler),
         GANG_PATH: ("gang", gang_handler),
         "/validate": ("validate", validate_handler),
     }
+
+
+def _add_admission(
+    app: Flask, routes: Mapping[str, tuple[str, Handler]], state: State, hooks: Webhooks
+) -> None:
+    """The admission routes on Flask's side (reached only without :class:`AdmissionRoutes`
+    in front), and the lazy reload before every request."""
 
     @app.before_request
     def _reload() -> None:
@@ -195,6 +184,10 @@ def create_app(
 
     for path in routes:  # registered so that other methods get 405 with Allow
         app.add_url_rule(path, path.strip("/"), flask_admit, methods=["POST"])
+
+
+def _add_probes(app: Flask, state: State, hooks: Webhooks) -> None:
+    """``/healthz``, ``/readyz`` and ``/metrics``."""
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -226,6 +219,10 @@ def create_app(
         data, content_type = metrics.render()
         return Response(data, 200, content_type=content_type)
 
+
+def _add_error_pages(app: Flask) -> None:
+    """Errors answered as one line of plain text."""
+
     @app.errorhandler(HTTPException)
     def http_error(e: HTTPException) -> Response:
         # 404, 405, 413 ...: one line of plain text, never an HTML page, but with the
@@ -242,59 +239,6 @@ def create_app(
     def internal_error(e: Exception) -> Response:  # the last resort; views catch their own
         log.exception("unhandled error", extra={"fields": {"path": request.path}})
         return _text(500, "internal error")
-
-    app.wsgi_app = AdmissionRoutes(  # type: ignore[method-assign]
-        app.wsgi_app, routes, hooks.reloader, state
-    )
-    return app
-
-
-def _judged(req: admission.Request) -> bool:
-    """Whether ``/validate`` checks this request (the others are allowed unchecked)."""
-    return (
-        req.operation in ("CREATE", "UPDATE")
-        and isinstance(req.object, Mapping)
-        and is_karta_kind(req.object_kind)
-        and not handlers.unchanged_or_leaving(req)
-    )
-
-
-def _cluster_inputs(
-    req: admission.Request, snap: Snapshot, state: State
-) -> tuple[dict[str, Any], list[str]]:
-    """What a cluster adds to checking a Karta: the CRD schemas (a root kind without a CRD is
-    then admitted with a warning) and live objects of the root kind, read within
-    :data:`LIVE_SAMPLES_TIMEOUT` (part of the validation budget), with warnings for what could
-    not be read. Only what is known is passed: offline, the check runs as in the CLI."""
-    extra: dict[str, Any] = {}
-    if snap.crds is not None:
-        extra["schemas"] = snap.crds
-        extra["crd_required"] = True
-    live = state.live_samples
-    gvk = definitions.root_gvk(req.object) if live is not None and _judged(req) else None
-    if live is None or gvk is None or is_karta_kind(gvk):
-        return extra, []
-    try:
-        samples, warnings = live(gvk, snap.crds, LIVE_SAMPLES_TIMEOUT)
-    except Exception as e:  # reading is best effort: never the reason a Karta is denied
-        log.exception("reading live samples failed")
-        samples, warnings = [], [f"live objects of {gvk} not read ({type(e).__name__}: {e})"]
-    if samples:
-        extra["live_samples"] = samples
-    return extra, warnings
-
-
-def _busy(req: admission.Request) -> handlers.Result:
-    """The answer when other Karta checks hold every validation slot: denied, to retry (a
-    Karta nobody checked must not slip in, and /mutate keeps its threads)."""
-    resp = admission.Response(
-        uid=req.uid,
-        allowed=False,
-        code=429,
-        reason="TooManyRequests",
-        message="karta-webhook: other Kartas are being validated right now; try again",
-    )
-    return handlers.Result(resp, "Karta", "busy")
 
 
 def stale_sources(status: Mapping[str, tuple[bool, float]]) -> list[str]:

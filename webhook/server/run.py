@@ -9,18 +9,21 @@ optionally requiring client certificates of a CA), an optional plain-HTTP metric
 the master before forking (a bad catalog or policy fails startup, not the first request) and
 per-worker start-up callables (``worker_start``) for whatever must run inside each worker: the
 file reload thread, warming the jq sandbox, and a cluster watch.
+
+:func:`run` prepares the master, then builds gunicorn's settings (:func:`configuration`), its
+hooks (:class:`webhook.server.server_hooks.ServerHooks`), and starts it (:func:`start`).
 """
 
 from __future__ import annotations
 
 import functools
-import gc
 import logging
 import os
-import ssl
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from flask import Flask
 
 from webhook.admission.state import State
 from webhook.base import waits
@@ -34,13 +37,22 @@ from webhook.server.app import Webhooks, create_app
 from webhook.server.app_admission import AdmissionRoutes
 from webhook.server.certs import CertError
 from webhook.server.readiness import Peers
+from webhook.server.server_hooks import ServerHooks, WorkerStart, freeze_heap
 from webhook.server.tls import CertReloader, ClientCAError
 from webhook.server.transport.worker import WAITING_FACTOR, Limits, Shares, worker_class
 
-log = logging.getLogger("karta_webhook")
+__all__ = [
+    "WorkerStart",
+    "cluster_start",
+    "configuration",
+    "dev_certificate",
+    "freeze_heap",
+    "raise_open_files",
+    "run",
+    "start",
+]
 
-#: Something to run in each worker after the fork, with the worker's state and jq engine.
-WorkerStart = Callable[[State, Engine], Any]
+log = logging.getLogger("karta_webhook")
 
 
 def dev_certificate(certs_dir: Path, port: int) -> tuple[Path, Path]:
@@ -111,15 +123,6 @@ def cluster_start(
     )
 
 
-def freeze_heap(server: Any = None, worker: Any = None) -> None:
-    """gunicorn's ``pre_fork``: move what the master has loaded (code, definitions, catalog
-    samples, schemas) to the collector's permanent generation before a worker is forked. The
-    worker's full collections then walk only what requests allocate, not the whole loaded
-    heap each time (with a 3 MB object, several times per request), and they do not write to
-    the pages a worker shares with the master (the use ``gc.freeze`` documents)."""
-    gc.freeze()
-
-
 def run(
     state: State,
     *,
@@ -156,10 +159,40 @@ def run(
     engine (e.g. a cluster watch calling ``state.set_cluster(...)``: threads do not survive
     ``fork``, so per-process work belongs there).
     """
-    from gunicorn.app.base import BaseApplication
+    cert = _certificate(certfile, keyfile, client_ca)
+    app = _master_app(state, cert, threads, samples, validate_timeout, max_connections)
+    hooks: Webhooks = app.extensions["karta"]
+    binds = _binds(host, port, metrics_port)
+    wsgi = access.guard(app, metrics_port=metrics_port, client_auth=client_ca is not None)
+    limits = _limits(app, workers, handshake_timeout, request_timeout, metrics_port)
+    tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    peers = Peers(workers, tmp_dir)  # /readyz: ready once every worker is
+    hooks.peers = peers.ready
+    options = configuration(
+        binds,
+        limits,
+        certfile=certfile,
+        keyfile=keyfile,
+        workers=workers,
+        threads=threads,
+        max_connections=max_connections,
+        keepalive=keepalive,
+        graceful_timeout=graceful_timeout,
+        tmp_dir=tmp_dir,
+    )
+    served = ServerHooks(state, hooks, peers, cert, worker_start, binds, workers, threads)
+    options.update(served.settings())
+    start(options, wsgi)
+    return 0
 
-    try:  # unusable files fail here, before forking, as an input error (exit 2)
-        cert = CertReloader(certfile, keyfile, client_ca)
+
+def _certificate(
+    certfile: str | Path, keyfile: str | Path, client_ca: str | Path | None
+) -> CertReloader:
+    """The serving certificate, loaded now: unusable files fail here, before forking, as an
+    input error (exit 2)."""
+    try:
+        return CertReloader(certfile, keyfile, client_ca)
     except ClientCAError as e:
         raise CertError(str(e)) from None
     except (OSError, ValueError) as e:
@@ -167,8 +200,20 @@ def run(
         raise CertError(
             f"cannot load TLS certificate {certfile} with key {keyfile}: {why}"
         ) from None
+
+
+def _master_app(
+    state: State,
+    cert: CertReloader,
+    threads: int,
+    samples: SampleIndex | None,
+    validate_timeout: float,
+    max_connections: int,
+) -> Flask:
+    """The master's preparation before it forks: the process's limits, and the app over
+    ``state`` with the certificate among its reload sources."""
     # large blocks go back to the system when freed, in the master and every worker it forks
-    # (webhook.server.allocator: a worker kept 150 MiB after hostile requests without it)
+    # (webhook.server.allocator: without it a worker keeps what hostile requests grew it to)
     fix_mmap_threshold()
     # every connection a worker may hold, and some for sandbox pipes, listeners, metric files
     raise_open_files((1 + WAITING_FACTOR) * max(1, max_connections) + 256)
@@ -186,12 +231,25 @@ def run(
     # the workers' reloads ("livemax" counts every live process).
     metrics.mark_process_dead(os.getpid())
     metrics.FAILURE_SOURCES["logs"] = logs.failed_writes  # lines a worker could not write
-    bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    binds = [bind]
-    if metrics_port is not None:
-        binds.append(f"[{host}]:{metrics_port}" if ":" in host else f"{host}:{metrics_port}")
-    wsgi = access.guard(app, metrics_port=metrics_port, client_auth=client_ca is not None)
-    limits = Limits(
+    return app
+
+
+def _binds(host: str, port: int, metrics_port: int | None) -> list[str]:
+    """The listeners' addresses: the webhook's, then the metrics one if any (an IPv6 host in
+    brackets)."""
+    ports = [port] if metrics_port is None else [port, metrics_port]
+    return [f"[{host}]:{p}" if ":" in host else f"{host}:{p}" for p in ports]
+
+
+def _limits(
+    app: Flask,
+    workers: int,
+    handshake_timeout: float,
+    request_timeout: float,
+    metrics_port: int | None,
+) -> Limits:
+    """What the worker's transport holds connections to (:class:`Limits`)."""
+    return Limits(
         handshake_timeout=handshake_timeout,
         request_timeout=request_timeout,
         max_body=MAX_BODY,
@@ -205,60 +263,23 @@ def run(
         inline=waits.attempt,
     )
 
-    tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    peers = Peers(workers, tmp_dir)  # /readyz: ready once every worker is
-    hooks.peers = peers.ready
 
-    def ssl_context(conf: Any, default_factory: Any) -> ssl.SSLContext:
-        return cert.context()
-
-    def post_fork(server: Any, worker: Any) -> None:
-        metrics.start_flushing()
-        try:
-            hooks.engine.warm()
-            hooks.validate_engine.warm()
-        except Exception:
-            log.exception("warming the jq sandbox failed")
-        snap = state.snapshot
-        metrics.set_definitions(len(snap.registry), len(snap.file_errors), len(snap.cluster_errors))
-        metrics.set_reload_status(state.reload_status)  # this worker's own gauge file
-        hooks.reloader.start()
-        peers.watch(state)
-        for start in worker_start:
-            try:
-                start(state, hooks.validate_engine)
-            except Exception:  # logged; /readyz tells whether what it should do got done
-                log.exception("worker start hook failed", extra={"fields": {"hook": repr(start)}})
-
-    def worker_exit(server: Any, worker: Any) -> None:
-        metrics.flush()  # in the worker, as it leaves: what it counted since the last flush
-
-    def child_exit(server: Any, worker: Any) -> None:
-        metrics.mark_process_dead(worker.pid)
-        peers.forget(worker.pid)
-
-    def on_exit(server: Any) -> None:
-        peers.close()
-
-    def when_ready(server: Any) -> None:
-        log.info(
-            "serving",
-            extra={
-                "fields": {
-                    "bind": bind,
-                    "metricsBind": binds[1] if len(binds) > 1 else None,
-                    "clientCA": str(client_ca) if client_ca is not None else None,
-                    "workers": workers,
-                    "threads": threads,
-                    "httpParser": getattr(server.cfg, "http_parser", None),
-                    "definitions": len(state.snapshot.registry),
-                    "cert": str(certfile),
-                }
-            },
-        )
-
+def configuration(
+    binds: Sequence[str],
+    limits: Limits,
+    *,
+    certfile: str | Path,
+    keyfile: str | Path,
+    workers: int,
+    threads: int,
+    max_connections: int,
+    keepalive: int,
+    graceful_timeout: int,
+    tmp_dir: str | None,
+) -> dict[str, Any]:
+    """gunicorn's settings by name, but for the server hooks (:class:`ServerHooks`)."""
     options: dict[str, Any] = {
-        "bind": binds,
+        "bind": list(binds),
         "workers": max(1, workers),
         "worker_class": worker_class(limits),
         "threads": max(1, threads),
@@ -268,14 +289,7 @@ def run(
         "graceful_timeout": graceful_timeout,
         "certfile": str(certfile),
         "keyfile": str(keyfile),
-        "ssl_context": ssl_context,
         "preload_app": True,
-        "pre_fork": freeze_heap,
-        "post_fork": post_fork,
-        "worker_exit": worker_exit,
-        "child_exit": child_exit,
-        "on_exit": on_exit,
-        "when_ready": when_ready,
         "accesslog": None,
         "errorlog": "-",
         "loglevel": "info",
@@ -295,18 +309,24 @@ def run(
     }
     if tmp_dir is not None:
         options["worker_tmp_dir"] = tmp_dir
+    return options
+
+
+def start(options: Mapping[str, Any], wsgi: access.WSGIApp) -> None:
+    """Run gunicorn with ``options`` (those this gunicorn knows: settings differ between its
+    versions) serving ``wsgi``, until a signal stops it."""
+    from gunicorn.app.base import BaseApplication
 
     class _Server(BaseApplication):  # type: ignore[misc]
         def load_config(self) -> None:
             for key, value in options.items():
-                if key in self.cfg.settings:  # settings differ between gunicorn versions
+                if key in self.cfg.settings:
                     self.cfg.set(key, value)
 
         def load(self) -> access.WSGIApp:
             return wsgi
 
     _Server().run()
-    return 0
 
 
 def _admission_paths(app: Any, webhook: str | None = None) -> Iterable[str]:

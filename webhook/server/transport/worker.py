@@ -1,55 +1,27 @@
 """gunicorn's threaded worker with an event-driven front: only complete requests reach a thread.
 
-Stock ``gthread`` hands every new connection to a request thread, which shakes hands and then
-blocks reading the request: a client that sends one byte a second, or stalls mid-handshake,
-holds a thread for as long as it likes, and 2 workers x 8 threads are gone after 16 of them.
-Here the worker's main thread (its poller) does all the waiting:
+Stock ``gthread`` hands every new connection to a request thread, which then blocks reading
+it, so slow or stalled clients can hold every thread. Here the worker's main thread (its
+poller) does all the waiting, within the bounds of :class:`Limits`:
 
-* the kernel hands a connection over only once its client has sent something (Linux
-  ``TCP_DEFER_ACCEPT``, up to ``handshake_timeout``), so connections that stay silent wait
-  in the kernel, not here;
-* it accepts, waits (peeking, no TLS state yet) until the ClientHello's first record is all
-  in, then drives the TLS handshake without blocking; all under ``handshake_timeout``;
-* it reads each request without blocking into a buffer, frames it (:mod:`webhook.server.transport.framing`)
-  and submits it to the thread pool only once head and body are all there; the whole request
-  (from its first byte) must arrive within ``request_timeout``, however it trickles in;
-* a body over ``max_body`` is read and dropped up to ``drain_limit`` bytes (within the same
-  deadline) and answered 413 by the poller; framing it cannot parse is answered 400;
-* idle keep-alive connections wait in the poller (``keepalive`` seconds), as in ``gthread``;
-* at most ``worker_connections`` connections per worker past their ClientHello (they hold TLS
-  state, 20-80 KiB each), and ``WAITING_FACTOR`` times as many still waiting for it (a socket
-  each). Past the second bound the oldest connection still waiting for its ClientHello is
-  closed to admit the new one; past the first, the oldest that has not had a request
-  answered yet (handshaking, or sending its first request), else the least recently used
-  idle keep-alive one. When every connection is a request being served, the worker stops
-  accepting and new connections wait in the listen backlog;
-* bytes buffered for incomplete requests are bounded per worker (``buffer_budget``): past it,
-  connections with large partial bodies stop being read until others finish (their deadline
-  still runs).
+* silent connections wait in the kernel (``TCP_DEFER_ACCEPT``); the TLS handshake runs
+  without blocking once the ClientHello is in, all within ``handshake_timeout``;
+* a request is buffered and framed (:mod:`~webhook.server.transport.framing`) and handed to a
+  thread only once complete, within ``request_timeout`` of its first byte (400 for framing
+  it cannot parse, 413 past ``max_body``);
+* connections and buffered bytes per worker are bounded; past a bound the oldest
+  connection not yet answered, else the least recently used idle one, is closed;
+* the API server's plain POSTs skip gunicorn's parser (:mod:`~webhook.server.transport.direct`),
+  and a small ``/mutate`` that never waits is answered by the poller itself (``Limits.inline``).
 
-The per-connection work is :class:`webhook.server.transport.poller.Front`'s (over the bookkeeping in
-:mod:`webhook.server.transport.conns`); which worker takes a new connection, :mod:`webhook.server.transport.shares`'. This
-module is the gunicorn glue: the loop and the requests; accepting is
-:mod:`webhook.server.transport.accepting`'s.
+This module is the gunicorn glue (the loop, the requests; every bound and the order of
+closing: docs/architecture.md, "The worker's transport"). The rest of the transport:
 
-The request thread parses the buffered head with gunicorn's own parser (so gunicorn still
-validates every request), takes a body of known length as the poller framed it, and writes
-the answer on the socket, head and body in one send
-(:class:`webhook.server.transport.thread_io.OneSend`), with ``request_timeout`` as the bound
-on a client that does not read it. Listeners in ``plain_ports`` are served without TLS.
-
-The admission webhooks' requests as the API server sends them (plain POSTs to one of
-``direct_paths``) skip gunicorn's parser, environ and response
-(:mod:`webhook.server.transport.direct`). Those to ``inline_paths`` (the mutating webhook's)
-with a body of at most ``inline_body`` bytes are answered by the poller itself, after the
-events at hand, and their answers written without blocking (``Phase.REPLY``): no hand-off to a
-request thread and back, which through the API server was the largest part of a mutation's
-CPU (docs/performance.md). While the poller computes one, the worker's other connections wait
-for it, as they would for the interpreter lock behind a request thread; an answer that would
-wait on something (the jq sandbox, bounded only by its deadline) is given up before it waits
-and answered by a request thread from its start (``Limits.inline``), and a client that does not
-read its answer has ``request_timeout`` to, as with a request thread. The request threads take
-complete requests off one queue (:mod:`webhook.server.transport.threads`).
+* the per-connection work: :class:`~webhook.server.transport.poller.Front`, over
+  :mod:`~webhook.server.transport.conns`; accepting: :mod:`~webhook.server.transport.accepting`;
+* which worker takes a connection: :mod:`~webhook.server.transport.shares`;
+* a request thread's reads and one-send answer: :mod:`~webhook.server.transport.thread_io`,
+  off the queue of :mod:`~webhook.server.transport.threads`.
 """
 
 from __future__ import annotations
