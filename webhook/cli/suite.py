@@ -1,9 +1,7 @@
 """Test suites for definitions: ``karta-webhook test PATH`` reads ``karta-test.yaml`` files.
 
-A test suite says, for a definition and a few objects of its kind, what the webhook must find
-and do, the way ``kyverno test`` does for policies::
+What the webhook must find and do, as ``kyverno test`` for policies (paths relative to the file)::
 
-    # karta-test.yaml (paths are relative to this file)
     name: volcano-job                  # optional; default: the directory's name
     definitions: [karta.yaml]          # Karta files or directories (required)
     catalog: false                     # also load the bundled catalog (default: false)
@@ -18,13 +16,12 @@ and do, the way ``kyverno test`` does for policies::
       gpus: 8                          # optional: the workload's GPU total
       mutated: job-mutated.yaml        # optional: the object after the policy, as a file or inline
 
-Each definition is validated (as ``validate`` with the CRDs, the cases' objects as samples);
-each case's object is defaulted from its kind's schema, as the API server stores it, then
+Each definition is validated as by ``validate``: with the CRDs, the cases' objects as samples.
+Each case's object is defaulted from its kind's schema, as the API server stores it. It is then
 resolved (``templates``, ``gpus``) and mutated under the policy (``mutated``). Every check is
-one :class:`Row`, passed or failed with the reason; :func:`as_table` and :func:`as_json`
-render them. A suite that cannot be used (a file that is missing or not YAML, a field of the
-wrong type, an unknown field) is an :class:`~webhook.base.errors.InputError` naming the file and
-field, never a failed row.
+one :class:`Row`, passed or failed with its reason (:func:`as_table`, :func:`as_json`). An
+unusable suite (a missing or non-YAML file, a wrong type, an unknown field) is an
+:class:`~webhook.base.errors.InputError` naming the file and field, never a failed row.
 """
 
 from __future__ import annotations

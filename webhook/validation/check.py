@@ -1,32 +1,27 @@
 """Checking a Karta definition before it is used: structure, jq, safety, and sample objects.
 
-Upstream's validator checks structure and screens jq text; it never compiles an expression and
-never runs one against a real object, so a misspelt path (``.spec.replicatedJob[]``) or a
-computed one (``.spec.template | {spec: .spec}``) is accepted and then silently finds nothing,
-or worse. :func:`check` adds what upstream lacks:
+Upstream's validator checks structure and screens jq text; it never compiles or runs an
+expression. A misspelt path (``.spec.replicatedJob[]``) or a computed one
+(``.spec.template | {spec: .spec}``) is accepted, then finds nothing or worse. :func:`check` adds:
 
-1. shape (:func:`webhook.karta.model.parse`) and structure (:mod:`webhook.validation.structure`), each
-   problem at its field;
-2. every expression compiled by libjq and passed through the safety screen;
-3. every workload-side expression evaluated on each sample object of the root kind, the way
-   :data:`webhook.karta.fields.COMPONENT_FIELDS` says it is used: write paths must be jq paths that
-   find something somewhere, templates must look like templates, ids and replica counts must
-   have the right type and count, status expressions must run;
-4. with the root kind's structural ``schema`` (a CRD's, or a built-in kind's): every path
-   judged against it (:mod:`webhook.validation.schemafields`: unknown fields with the closest names, the
-   shape each field needs); samples defaulted from it as the API server stores them, and a
-   sample synthesised from it when there is no real one (findings that depend on the data
-   are then warnings, since the data is made up);
-5. writes go where pod templates are (:mod:`webhook.validation.targets`): no write location is the root
-   object, its ``metadata`` or its ``spec`` (a Pod excepted), and no write location moves when
-   the workload's name, namespace, labels or annotations change;
-6. bounded: each definition-sample pair gets ``timeout`` seconds, and when a batch overruns,
-   the culprit is found by re-running its expressions one at a time; with a ``budget``, the
-   whole check ends by then, and whatever was left unevaluated is an error at its field.
+* shape (:func:`webhook.karta.model.parse`) and structure (:mod:`webhook.validation.structure`);
+* every expression compiled by libjq and passed through the safety screen;
+* every workload-side expression run on each sample of the root kind, as used (see
+  :data:`webhook.karta.fields.COMPONENT_FIELDS`): write paths are jq paths that find something,
+  templates template-shaped, ids and replicas of the right type and count, status expressions run;
+* with the root kind's structural ``schema`` (a CRD's, or a built-in kind's): every path judged
+  against it (:mod:`webhook.validation.schemafields`: unknown fields with the closest names, the
+  shape each field needs); samples defaulted from it as the API server stores them, or one
+  synthesised when there is none (findings that depend on its made-up data are warnings);
+* writes go where pod templates are (:mod:`webhook.validation.targets`): never the root object,
+  its ``metadata`` or its ``spec`` (a Pod excepted); never moved by a change of the workload's
+  name, namespace, labels or annotations;
+* bounded: ``timeout`` seconds per definition-sample pair, an overrunning batch re-run one
+  expression at a time to find the culprit; a ``budget`` ends the whole check by then.
 
-Everything is reported as a :class:`FieldError` at its JSON field path, all at once. ``check``
-never raises on bad input: the admission webhook and the CLI turn its :class:`Report` into a
-denial or into lines of text (:meth:`Report.lines`, :meth:`Report.denial`).
+All problems come at once, unevaluated fields included: each a :class:`FieldError` at its path.
+``check`` never raises on bad input: the webhook denies with :meth:`Report.denial`, the CLI
+prints :meth:`Report.lines`.
 """
 
 from __future__ import annotations

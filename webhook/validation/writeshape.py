@@ -1,28 +1,27 @@
 """Write locations that follow the workload's shape, never the values its author writes.
 
-Where the webhook writes (a definition's write paths: ``podTemplateSpecPath``, ``podSpecPath``,
-``metadataPath`` and the fragmented ``schedulerNamePath``, ``labelsPath``, ...) may depend on
-the object's *shape* — which keys exist, whether a field is present (``has("x")``,
-``.spec.x // empty``), how long a list is — and on comparisons of its values with constants
-the definition names (``select(.name == "launcher")``, ``to_entries[] | select(.key == "x")``).
-It must not depend on other uses of the string and number values the workload's author writes:
-``error``, regular expressions, ordering comparisons (``.spec.x > 3``), string functions
-(``startswith``, ``ascii_downcase``), arithmetic, interpolation, comparisons of two values of
-the object. Otherwise whoever names a replicated job decides whether its pods are stamped.
+A definition's write paths (``podTemplateSpecPath``, ``podSpecPath``, ``metadataPath``, the
+fragmented ``schedulerNamePath``, ``labelsPath``, ...) may depend on the object's *shape*:
+which keys exist, whether a field is present (``has("x")``, ``.spec.x // empty``), how long a
+list is. They may compare its values with constants the definition names
+(``select(.name == "launcher")``, ``to_entries[] | select(.key == "x")``). No other use of the
+author's strings and numbers is allowed: ``error``, regular expressions, ordering comparisons
+(``.spec.x > 3``), string functions (``startswith``, ``ascii_downcase``), arithmetic,
+interpolation, comparisons of two values of the object. Otherwise whoever names a replicated
+job decides whether its pods are stamped.
 
 Two checks, both pure:
 
 * :func:`problems` reads a write path's AST (:mod:`webhook.jq.native.parse`) and follows where
-  the object's values flow (an abstract interpretation over four kinds: a constant of the
-  definition, a shape fact, a value of the object, and something computed from such a value);
-  every use that is not allowed is a problem. An expression outside that parser's subset
-  (``reduce``, ``def``, ``try``/``catch``, slices, builtins beyond the subset) is refused as a
-  write path, since nothing can then be said of it.
+  the object's values flow. It is an abstract interpretation over four kinds: a constant of the
+  definition, a shape fact, a value of the object, and something computed from such a value.
+  Every use that is not allowed is a problem. An expression outside the parser's subset
+  (``reduce``, ``def``, ``try``/``catch``, slices, other builtins) is refused as a write path:
+  nothing can be said of it.
 * :func:`substituted` is the run-time complement, for what the text cannot tell (``length`` of
-  a list is shape, of a string is a value): a copy of a sample whose string and number values
-  are changed, except those equal to one of the expressions' constants, so that every
-  comparison with a constant keeps its result. A write path whose locations move on it depends
-  on values.
+  a list is shape, of a string is a value). It copies a sample, changing its strings and numbers
+  except those equal to one of the expressions' constants, so every comparison with a constant
+  keeps its result. A write path whose locations move on the copy depends on values.
 """
 
 from __future__ import annotations

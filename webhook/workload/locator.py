@@ -1,31 +1,25 @@
 """A definition compiled for finding where its objects keep their pods: the :class:`Locator`.
 
-This is where a Karta definition meets a real workload. A locator is made once per definition
-and :class:`~webhook.karta.fields.Need` (:func:`locator`; the mutation's at load, by
-:class:`webhook.admission.registry.Registry`), and holds ready what every request needs: every
-jq expression to evaluate as one prepared batch (:class:`~webhook.workload.batch.Requests`; a
-mutation needs fewer than a describe, :data:`webhook.karta.fields.COMPONENT_FIELDS` says which),
-and, per component, its spec pattern and the place of each of its fields' outcomes in that batch
-(:class:`Part`). A request then hands the object down once and gets the locations back:
+A locator is made once per definition and :class:`~webhook.karta.fields.Need` (:func:`locator`;
+the mutation's at load, by :class:`webhook.admission.registry.Registry`). It holds every jq
+expression as one prepared batch (:class:`~webhook.workload.batch.Requests`; which ones a need
+takes, :data:`webhook.karta.fields.COMPONENT_FIELDS` says) and, per component, its spec pattern
+and each field's place in that batch (:class:`Part`). Each request hands it the object once:
 
-* :meth:`Locator.find` evaluates the batch: the object's one trip to :mod:`webhook.jq` (a
-  mutation's fast lane, :mod:`webhook.mutation.stamp`, plans from what it found);
-* :meth:`Locator.locate` builds the workload from what was found, in this package: where each
-  instance's injectable pod fields live (:data:`webhook.karta.fields.INJECTABLES`; as
-  locations, never as copies of the template), its id, replicas and GPUs, and the workload's
-  status category.
+* :meth:`Locator.find` evaluates the batch, the object's one trip to :mod:`webhook.jq`
+  (:mod:`webhook.mutation.stamp`, a mutation's fast lane, plans from what it found);
+* :meth:`Locator.locate` builds the workload from that: where each instance's injectable pod
+  fields live (:data:`webhook.karta.fields.INJECTABLES`; locations, never copies of the
+  template), its id, replicas and GPUs, and the workload's status category.
 
 Rules (docs/runtime.md, "Locations, not rewrites"):
 
-* a template, pod spec or metadata location whose value is null or absent is skipped — a
-  PyTorchJob without a Master has no master instance, it does not get one;
+* a null or absent template, pod spec or metadata location is skipped: a PyTorchJob without a
+  Master gets no master instance;
 * a path that iterates over an absent list or map has no locations (not an error);
-* fragmented fields are written where their parent object exists, or with their missing
-  holders inside the instance's own object when that exists (a Dynamo service without
-  ``extraPodSpec`` gets one; :func:`~webhook.workload.slots.fragment_rows`) — never the
-  instance itself. The root is the object itself, always there, so its fragment locations that
-  are plain keys (``.spec.components.podLabels`` of a Milvus) are created with their missing
-  parent objects (a Milvus with no ``spec.components`` gets one);
+* fragmented fields go where their parent object exists, or with missing holders inside the
+  instance's own object (:func:`~webhook.workload.slots.fragment_rows`), never the instance
+  itself. At the root (always there), plain-key locations get their missing parents too;
 * ``nodeSelector`` and ``tolerations`` go to the pod spec a fragmented definition's paths imply
   (:mod:`webhook.karta.podspec`), beside its written pod-spec field.
 """
