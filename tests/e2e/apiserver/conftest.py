@@ -123,10 +123,14 @@ def scheduling_plane(
     return scheduling_plane_factory()
 
 
-def workload_crd_files(tmp: Path) -> list[Path]:
+#: Where hack/workload-crds.sh keeps the CRDs it read from the Go modules: it does nothing when
+#: its list is unchanged (a fresh folder costs a ``go mod download`` a module, a minute loaded).
+WORKLOAD_CRDS_CACHE = Path.home() / ".cache" / "karta-webhook" / "workload-crds"
+
+
+def workload_crd_files(out: Path = WORKLOAD_CRDS_CACHE) -> list[Path]:
     """The workload kinds' CRDs from their projects' Go modules (``hack/workload-crds.sh``),
     then ours in ``tests/crds`` for a kind no module gives."""
-    out = tmp / "workload-crds"
     script = kapi.ROOT / "hack" / "workload-crds.sh"
     files: list[Path] = []
     if script.is_file():
@@ -147,15 +151,16 @@ def crd_names(path: Path) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
 @pytest.fixture(scope="session")
-def workload_crds(
-    plane: kapi.ControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, str]:
+def workload_crds(plane: kapi.ControlPlane) -> dict[str, str]:
     """Install every workload CRD we have (modules first, ours for the rest); returns where
     each CRD came from, by CRD name."""
     source: dict[str, str] = {}
     docs: list[dict[str, Any]] = []
-    for path in workload_crd_files(tmp_path_factory.mktemp("crds")):
+    for path in workload_crd_files():
         for name, doc in crd_names(path):
             if name not in source:
                 source[name] = f"module: {path.name}"
@@ -165,8 +170,12 @@ def workload_crds(
             if name not in source:
                 source[name] = f"tests/crds: {path.name}"
                 docs.append(doc)
-    for doc in docs:  # one by one: server-side, since some are too large for last-applied
-        plane.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(doc))
+    for doc in docs:  # created by REST: a kubectl a CRD cost seconds more on a loaded machine
+        status, body = plane.request("POST", CRDS_PATH, doc)
+        if status == 409:  # there already: server-side apply (too large for last-applied)
+            plane.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(doc))
+        else:
+            assert status == 201, (doc["metadata"]["name"], status, body)
     plane.wait_established(*source)
     return source
 
