@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from webhook.base.gvk import GVK
-from webhook.mutation.policy import render
 from webhook.mutation.policyfile import PolicyError, parse_policy
+from webhook.mutation.templates import render
 
 
 def errors_of(doc: object) -> str:

@@ -20,7 +20,7 @@ from webhook.admission.state import State
 from webhook.base import limits
 from webhook.karta.fields import POLICY_ENTRIES
 from webhook.mutation import policyfile
-from webhook.mutation.policy import Tally, bounds_errors
+from webhook.mutation.policybounds import Tally, bounds_errors
 from webhook.mutation.policyfile import PolicyError, load_policy, parse_policy
 from webhook.mutation.policyobject import (
     GROUP,
