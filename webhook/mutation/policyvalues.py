@@ -83,24 +83,28 @@ def parse_entries(inj: Injectable, value: Any, where: str, errors: list[FieldErr
         if not isinstance(val, str):
             errors.append(FieldError(kwhere, "value must be a string"))
             continue
-        if not _template_ok(val, kwhere, errors) or not inj.check_value:
-            pass
-        elif inj.check_value is annotation_value_errors:
-            # free text, bounded in size: rendered with every variable at its longest, so that
-            # the bytes a policy adds hold (a longer rendered value is refused per request)
-            if (size := longest(val)) > MAX_ANNOTATION_VALUE_BYTES:
-                errors.append(
-                    FieldError(
-                        kwhere,
-                        f"value of {size:,} bytes (variables at their longest), at most "
-                        f"{MAX_ANNOTATION_VALUE_BYTES:,}",
-                    )
-                )
-        else:
-            for e in inj.check_value(_sample(val)):
-                errors.append(FieldError(kwhere, f"invalid value {val!r}: {e}"))
+        _value(inj, val, kwhere, errors)
         out.append((key, val))
     return tuple(out)
+
+
+def _value(inj: Injectable, val: str, kwhere: str, errors: list[FieldError]) -> None:
+    """One value of a map (at ``kwhere``), checked: its variables, and its syntax on
+    placeholder values, or (free text) its size rendered with every variable at its longest,
+    so that the bytes a policy adds hold (a longer rendered value is refused per request)."""
+    if not _template_ok(val, kwhere, errors) or not inj.check_value:
+        return
+    if inj.check_value is not annotation_value_errors:
+        for e in inj.check_value(_sample(val)):
+            errors.append(FieldError(kwhere, f"invalid value {val!r}: {e}"))
+    elif (size := longest(val)) > MAX_ANNOTATION_VALUE_BYTES:
+        errors.append(
+            FieldError(
+                kwhere,
+                f"value of {size:,} bytes (variables at their longest), at most "
+                f"{MAX_ANNOTATION_VALUE_BYTES:,}",
+            )
+        )
 
 
 def parse_tolerations(
@@ -167,21 +171,19 @@ def _toleration(t: dict[str, Any], at: str, errors: list[FieldError]) -> None:
             )
         )
     if "tolerationSeconds" in t:
-        secs = t["tolerationSeconds"]
-        if isinstance(secs, bool) or not isinstance(secs, int):
-            errors.append(FieldError(f"{at}.tolerationSeconds", "must be an integer"))
-        elif not INT64_MIN <= secs <= INT64_MAX:
-            # an int64 field: the API server cannot decode a pod that has more
-            shown = (
-                f"{secs}"
-                if len(str(abs(secs))) <= 40
-                else f"an integer of {len(str(abs(secs)))} digits"
-            )
-            errors.append(
-                FieldError(
-                    f"{at}.tolerationSeconds",
-                    f"{shown} is out of range: an int64, {INT64_MIN} to {INT64_MAX}",
-                )
-            )
-        elif effect != "NoExecute":
-            errors.append(FieldError(f"{at}.tolerationSeconds", "only with effect NoExecute"))
+        _seconds(t["tolerationSeconds"], effect, f"{at}.tolerationSeconds", errors)
+
+
+def _seconds(secs: Any, effect: str, where: str, errors: list[FieldError]) -> None:
+    """A toleration's ``tolerationSeconds``: an int64, only with effect ``NoExecute``."""
+    if isinstance(secs, bool) or not isinstance(secs, int):
+        errors.append(FieldError(where, "must be an integer"))
+    elif not INT64_MIN <= secs <= INT64_MAX:
+        # an int64 field: the API server cannot decode a pod that has more
+        digits = len(str(abs(secs)))
+        shown = f"{secs}" if digits <= 40 else f"an integer of {digits} digits"
+        errors.append(
+            FieldError(where, f"{shown} is out of range: an int64, {INT64_MIN} to {INT64_MAX}")
+        )
+    elif effect != "NoExecute":
+        errors.append(FieldError(where, "only with effect NoExecute"))
