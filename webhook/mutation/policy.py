@@ -13,9 +13,10 @@ The names of those two modules that importers have always taken from here stay i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
+from fnmatch import translate
 from typing import Any
 
 from webhook.base.derived import Derives
@@ -40,6 +41,8 @@ OPERATIONS = ("CREATE", "UPDATE")
 #: What happens to a workload the policy could not be applied to in full: ``open`` admits it
 #: (with a warning, a log line and a metric), ``closed`` denies it.
 FAILURE_MODES = ("open", "closed")
+#: the characters that make a shell-style pattern more than a name
+_WILD = re.compile(r"[*?\[]")
 
 
 # --------------------------------------------------------------------------- model
@@ -55,6 +58,22 @@ class Match:
     #: decided per request by :func:`webhook.mutation.scope.narrow`
     namespace_selector: Selector | None = None
     object_selector: Selector | None = None
+    #: whether the match narrows a workload to some of its instances (components, instances)
+    narrowed: bool = field(init=False, compare=False, repr=False)
+    #: the fields above compiled once, for :meth:`workload` and :meth:`instance`: the Kinds of
+    #: any group, the (group, Kind) pairs, and the namespaces and instances as :class:`_Globs`
+    _any_group: frozenset[str] = field(init=False, compare=False, repr=False)
+    _grouped: frozenset[tuple[str, str]] = field(init=False, compare=False, repr=False)
+    _namespaces: _Globs = field(init=False, compare=False, repr=False)
+    _instances: _Globs = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "narrowed", bool(self.components or self.instances))
+        set_(self, "_any_group", frozenset(k for g, k in self.kinds if g is None))
+        set_(self, "_grouped", frozenset((g, k) for g, k in self.kinds if g is not None))
+        set_(self, "_namespaces", _Globs.of(self.namespaces))
+        set_(self, "_instances", _Globs.of(self.instances))
 
     @property
     def selective(self) -> bool:
@@ -62,16 +81,42 @@ class Match:
         return self.namespace_selector is not None or self.object_selector is not None
 
     def workload(self, gvk: GVK, namespace: str) -> bool:
-        if self.kinds and not any(
-            k == gvk.kind and (g is None or g == gvk.group) for g, k in self.kinds
+        """Whether the kinds name ``gvk`` (a Kind alone: of any group) and a namespace
+        pattern matches ``namespace``; absent fields match everything."""
+        if (
+            self.kinds
+            and gvk.kind not in self._any_group
+            and (gvk.group, gvk.kind) not in self._grouped
         ):
             return False
-        return not self.namespaces or any(fnmatchcase(namespace, p) for p in self.namespaces)
+        return not self.namespaces or self._namespaces.match(namespace)
 
     def instance(self, component: str, instance: str) -> bool:
         if self.components and component not in self.components:
             return False
-        return not self.instances or any(fnmatchcase(instance, p) for p in self.instances)
+        return not self.instances or self._instances.match(instance)
+
+
+@dataclass(frozen=True, slots=True)
+class _Globs:
+    """Shell-style patterns (:func:`fnmatch.fnmatchcase`'s) compiled once: those without a
+    wildcard as a set of names, the others as one regular expression."""
+
+    names: frozenset[str]
+    #: None when every pattern is a name
+    patterns: re.Pattern[str] | None
+
+    @staticmethod
+    def of(globs: tuple[str, ...]) -> _Globs:
+        wild = sorted({g for g in globs if _WILD.search(g)})
+        regex = re.compile("|".join(f"(?:{translate(g)})" for g in wild)) if wild else None
+        return _Globs(frozenset(g for g in globs if not _WILD.search(g)), regex)
+
+    def match(self, name: str) -> bool:
+        """Whether one of the patterns matches ``name`` whole."""
+        if name in self.names:
+            return True
+        return self.patterns is not None and self.patterns.match(name) is not None
 
 
 #: What a rule sets for one injectable: ``(key, value template)`` pairs for a map (labels), one
