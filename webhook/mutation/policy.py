@@ -268,7 +268,7 @@ def runs(rules: tuple[Rule, ...]) -> tuple[Run, ...]:
 
 
 @dataclass(frozen=True)
-class Policy:
+class Policy(Derives):
     rules: tuple[Rule, ...] = ()
     source: str = "<none>"
     #: admission operations whose workloads are mutated; UPDATE also stamps pod templates
@@ -280,6 +280,8 @@ class Policy:
     variable: bool = field(init=False, compare=False, repr=False)
     #: the rules as runs of one match and overwrite (derived from ``rules``)
     runs: tuple[Run, ...] = field(init=False, compare=False, repr=False)
+    #: what the planners derive from the policy once (:meth:`~webhook.base.derived.Derives.derive`)
+    derived: dict[Any, Any] = field(init=False, compare=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "variable", any(rule.variable for rule in self.rules))
