@@ -70,11 +70,10 @@ Check = Callable[[str], list[str]] | None
 
 def _value(s: Setting, check: Check, values: Any, rendered: dict[int, str]) -> str | None:
     """The value of a setting with variables for the instance of ``values`` (the workload's
-    variables, the instance's set in place); one without per-instance variables rendered and
-    checked once per workload (``rendered``, by id of the setting). None when ``check``
-    rejects it (the general path warns)."""
-    if not s.per_instance and (got := rendered.get(id(s))) is not None:
-        return got
+    variables, the instance's set in place); one without per-instance variables is kept in
+    ``rendered`` (by id of the setting), where :func:`write` finds it for the workload's other
+    templates: rendered and checked once. None when ``check`` rejects it (the general path
+    warns)."""
     value = join(s.pieces, values)
     if check is not None and check(value):
         return None
@@ -140,7 +139,11 @@ def write(groups: tuple[Group, ...], overwrite: bool, template: dict[str, Any], 
             cur = parent.get(g.place_key) if g.is_map and isinstance(parent, dict) else parent
             if isinstance(cur, dict):  # what the template has: an op for each value set
                 for k, key, value, s, value_at in g.entries:
-                    if value is None and (value := _value(s, g.check, values, rendered)) is None:
+                    if (
+                        value is None
+                        and (value := rendered.get(id(s))) is None
+                        and (value := _value(s, g.check, values, rendered)) is None
+                    ):
                         return None
                     old = assigned.get(value_at, cur.get(key))
                     if old is None or (old != value and (overwrite or old in g.unset)):
@@ -155,7 +158,11 @@ def write(groups: tuple[Group, ...], overwrite: bool, template: dict[str, Any], 
                 return None
             changed = True
         for _, key, value, s, _ in g.entries:  # a map an op of ours creates: keys go in it
-            if value is None and (value := _value(s, g.check, values, rendered)) is None:
+            if (
+                value is None
+                and (value := rendered.get(id(s))) is None
+                and (value := _value(s, g.check, values, rendered)) is None
+            ):
                 return None
             old = box.get(key)
             if old is None or (old != value and (overwrite or old in g.unset)):
