@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from webhook.base.gvk import GVK
-from webhook.mutation.policy import render
+from webhook.mutation.policy import Match
 from webhook.mutation.policyfile import PolicyError, parse_policy
+from webhook.mutation.templates import render
 
 
 def errors_of(doc: object) -> str:
@@ -105,3 +110,34 @@ def test_a_trailing_newline_is_refused_as_the_api_server_refuses_it(rule: dict) 
     whole string (tests/e2e/apiserver/test_apiserver_syntax.py holds them to the API server)."""
     with pytest.raises(PolicyError):
         parse_policy({"rules": [{"name": "r", **rule}]})
+
+
+GLOB = st.text(alphabet="ab*?[]!-.", max_size=4)
+NAME = st.text(alphabet="ab[]*?!-.", max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    globs=st.lists(GLOB, max_size=3),
+    names=st.lists(NAME, min_size=1, max_size=4),
+    kinds=st.lists(st.tuples(st.sampled_from([None, "", "g"]), st.sampled_from("AB")), max_size=3),
+    group=st.sampled_from(["", "g", "h"]),
+    kind=st.sampled_from("AB"),
+)
+def test_a_match_decides_as_its_globs_and_kinds_read(
+    globs: list[str],
+    names: list[str],
+    kinds: list[tuple[str | None, str]],
+    group: str,
+    kind: str,
+) -> None:
+    """What a match compiles once when the policy loads decides as its fields read: a Kind
+    alone of any group, group/Kind of that group, shell-style globs (fnmatchcase) matching
+    the whole namespace or instance id; an empty field matches everything."""
+    m = Match(kinds=tuple(kinds), namespaces=tuple(globs), instances=tuple(globs))
+    kind_ok = not kinds or any(k == kind and (g is None or g == group) for g, k in kinds)
+    for name in names:
+        glob_ok = not globs or any(fnmatchcase(name, g) for g in globs)
+        assert m.workload(GVK(group, "v1", kind), name) == (kind_ok and glob_ok)
+        assert m.instance("c", name) == glob_ok
+    assert m.narrowed == bool(globs)

@@ -20,7 +20,7 @@ from webhook.admission.state import State
 from webhook.base import limits
 from webhook.karta.fields import POLICY_ENTRIES
 from webhook.mutation import policyfile
-from webhook.mutation.policy import Tally, bounds_errors
+from webhook.mutation.policybounds import Tally, bounds_errors
 from webhook.mutation.policyfile import PolicyError, load_policy, parse_policy
 from webhook.mutation.policyobject import (
     GROUP,
@@ -133,13 +133,13 @@ def test_counting_stops_at_the_first_bound_passed(
     """Within the rule count, an amplified map is refused by its size before one key of it is
     checked, and no rule after the one that passes a bound is read."""
     checked: list[str] = []
-    real = policyfile._entries
+    real = policyfile.parse_entries
 
     def counting(inj: Any, value: Any, where: str, errors: list[Any]) -> Any:
         checked.append(where)
         return real(inj, value, where, errors)
 
-    monkeypatch.setattr(policyfile, "_entries", counting)
+    monkeypatch.setattr(policyfile, "parse_entries", counting)
     f = tmp_path / "policy.yaml"
     f.write_text(amplified(rules=200, labels=950))
     with pytest.raises(PolicyError) as e:

@@ -20,8 +20,9 @@ from webhook.base.gvk import GVK
 from webhook.mutation import policy as policy_model
 from webhook.mutation import stamp
 from webhook.mutation.plan import plan
-from webhook.mutation.policy import VARIABLES, Policy, Setting, render
+from webhook.mutation.policy import Policy, Setting
 from webhook.mutation.policyfile import parse_policy
+from webhook.mutation.templates import VARIABLES, render, variables_in
 from webhook.workload.locator import locator
 
 POLICY = {
@@ -75,7 +76,7 @@ def test_a_cached_value_is_what_rendering_gives() -> None:
                 assert s.value(values) == render(s.template, values)
                 if s.constant is not None:  # rendered once, when the policy loads
                     assert s.constant == render(s.template, {})
-                    assert not policy_model.variables_in(s.template)
+                    assert not variables_in(s.template)
 
 
 @pytest.mark.parametrize(("name", "obj"), SAMPLE_OBJECTS, ids=[n for n, _ in SAMPLE_OBJECTS])
