@@ -11,9 +11,8 @@ limit is involved: from Python 3.12 the standard library's C codec is bounded by
 interpreter's fixed C recursion limit (cpython#107263), which ``sys.setrecursionlimit`` no
 longer raises (measured: ``json.loads`` stops between 1,000 and 1,500 levels on 3.12.1 and
 below 10,000 on 3.13.0, whatever the limit). Deeper than the limit is a :class:`DepthError`,
-as at the API server. Cost, against the standard codec in a big-stack thread it replaces:
-10,000 nested levels in ~20-30 ms instead of 1-6 ms; 3-4 MB documents with a deep part in
-70-240 ms instead of 95-110 ms (one run each, on a loaded 2-core machine).
+as at the API server. Its cost against the standard codec in a big-stack thread it
+replaces: docs/performance.md ("Figures once in the code's docstrings").
 """
 
 from __future__ import annotations

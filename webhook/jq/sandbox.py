@@ -335,8 +335,8 @@ class Sandbox:
         self._give(new)
 
     def start(self, n: int | None = None) -> None:
-        """Start ``n`` children (all ``size`` by default) ahead of the first request; a child
-        costs ~50 ms to start."""
+        """Start ``n`` children (all ``size`` by default) ahead of the first request (a child
+        takes tens of milliseconds to start)."""
         for _ in range(self.size if n is None else min(n, self.size)):
             with self._cond:
                 self._forked()

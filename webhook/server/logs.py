@@ -115,7 +115,7 @@ def emit(logger: logging.Logger, level: int, msg: str, fields: Mapping[str, Any]
     the stream when that is all the logging machinery would do with it: the line reaches only
     a :class:`JsonLines` handler, with no filter on the way. That is the admission line, one
     per request, and a log record with its handlers and filters costs as much as the rest of
-    the request (tens of µs with cold caches). Any other set-up (a test's capturing handler,
+    the request (docs/performance.md). Any other set-up (a test's capturing handler,
     an added filter) gets the record as usual."""
     if not logger.isEnabledFor(level):
         return

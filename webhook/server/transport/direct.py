@@ -6,8 +6,8 @@ A POST to one of ``direct_paths`` whose head the framer found plain
 gunicorn neither refuses nor acts on) is answered as gunicorn's ``handle_request`` would answer
 it: the WSGI app with the environ keys such a request has (what the admission routes and the
 access guard read), then gunicorn's head (status, ``Server``, ``Date``, ``Connection``, the
-app's headers) and the body, as one piece. An A/B run measured that path at 22 % of the
-server's CPU per request at 150 requests/s and 30 % flat out (docs/performance.md).
+app's headers) and the body, as one piece. What that path saves of the server's CPU per
+request, by an A/B run: docs/performance.md.
 
 :func:`run_app` calls the app; :func:`encode` makes the bytes to send once the worker has
 decided whether the connection stays open. Neither touches the socket.

@@ -9,7 +9,8 @@ more than another leaves the next connection to it (it stops accepting for
 :data:`ACCEPT_YIELD`).
 
 Leaving a connection to another worker must never make it wait for one that cannot take it
-(issue 26: with one worker frozen, each new connection to the other waited 50 ms). So a
+(issue 26: with one worker frozen, each new connection to the other waited; see
+docs/performance.md). So a
 worker leaves a connection only to one that is taking connections right now: one asleep on
 the listener (the kernel wakes it for this very connection) or woken at about the same time,
 and not stopped (``SIGSTOP``: Linux says so in ``/proc``); a worker busy in its loop, frozen

@@ -14,8 +14,8 @@ from gunicorn.http import body as _gbody
 
 def take_body(req: Any, body: bytes) -> bool:
     """Give ``req`` the body the poller framed, to read as it is: through gunicorn's own
-    readers it would be copied several times over (3.8 ms for a 3 MB body here, against
-    0.26 ms as it is). Only when gunicorn, parsing the head, reads a body of the same length;
+    readers it would be copied several times over (the cost for a 3 MB body: see
+    docs/performance.md). Only when gunicorn, parsing the head, reads a body of the same length;
     otherwise the two disagree on where the request ends, and False: the connection closes."""
     reader: Any = getattr(req.body, "reader", None)
     if type(reader) is not _gbody.LengthReader or reader.length != len(body):
