@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,6 +117,19 @@ def machine_paths(root: Path) -> list[str]:
 def test_no_module_over_400_lines() -> None:
     found = oversized_modules(ROOT)
     assert not found, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(found)
+
+
+def test_every_package_is_in_the_wheel() -> None:
+    """pyproject.toml lists the packages the wheel (and so ``pip install .`` and the image) ships:
+    a package directory missing there imports in the checkout and nowhere else."""
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for init in (ROOT / "webhook").rglob("__init__.py")
+    }
+    assert not found - listed, f"packages not in pyproject.toml's list: {sorted(found - listed)}"
 
 
 def test_module_docstrings_at_most_25_lines() -> None:
