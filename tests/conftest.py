@@ -1,5 +1,6 @@
 """Being the top-level conftest, this file puts ``tests/`` on ``sys.path`` (pytest's default
-``prepend`` import mode), so ``tests/e2e`` can ``import helpers`` as the unit tests do."""
+``prepend`` import mode), so ``tests/e2e`` can ``import helpers`` as the unit tests do; and it
+loads ``xdist_groups`` (how the workers share the suite) when pytest-xdist is installed."""
 
 import sys
 import weakref
@@ -16,6 +17,13 @@ from webhook.jq import sandbox
 for _d in sorted(Path(__file__).resolve().parent.iterdir()):
     if _d.is_dir() and any(_d.glob("test_*.py")) and str(_d) not in sys.path:
         sys.path.append(str(_d))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):  # not under pytest -p no:xdist
+        import xdist_groups
+
+        config.pluginmanager.register(xdist_groups)
 
 
 @pytest.fixture

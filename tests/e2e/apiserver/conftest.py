@@ -181,7 +181,11 @@ def workload_crds(plane: kapi.ControlPlane) -> dict[str, str]:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if _run_dirs and terminalreporter.stats.get("failed"):
-        terminalreporter.write_line(
-            f"apiserver e2e: control-plane and webhook logs under {_run_dirs[0]}"
-        )
+    """After a failed end-to-end test, where its logs are (with workers, each one's folder
+    ``popen-gwN`` is under the run's)."""
+    failed = terminalreporter.stats.get("failed") or []
+    if not any(r.nodeid.startswith("tests/e2e/apiserver/") for r in failed):
+        return
+    factory = getattr(terminalreporter.config, "_tmp_path_factory", None)
+    where = _run_dirs[0] if _run_dirs else factory.getbasetemp() if factory else "pytest's basetemp"
+    terminalreporter.write_line(f"apiserver e2e: control-plane and webhook logs under {where}")
