@@ -146,7 +146,7 @@ def workload_crd_files(out: Path = WORKLOAD_CRDS_CACHE) -> list[Path]:
 def crd_names(path: Path) -> list[tuple[str, dict[str, Any]]]:
     return [
         (d["metadata"]["name"], d)
-        for d in yaml.safe_load_all(path.read_text())
+        for d in kapi.load_all(path.read_text())
         if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"
     ]
 

@@ -300,7 +300,7 @@ def _start_components(plane: SchedulingPlane, gates: list[str], operators: tuple
     for op in operators:
         for f in _OPERATOR[op][1]:
             cp.kubectl("apply", "--server-side", "-f", str(tools / op / f))
-            crds.append(yaml.safe_load((tools / op / f).read_text())["metadata"]["name"])
+            crds.append(kapi.load((tools / op / f).read_text())["metadata"]["name"])
     ports = {n: kapi.free_port() for n in ("kube-scheduler", "kube-controller-manager", *operators)}
     _spawn(plane, "kube-scheduler", [
         str(tools / "kube-scheduler"), *common, f"--secure-port={ports['kube-scheduler']}", "--v=2",

@@ -64,8 +64,13 @@ def _sa_kubeconfig(plane: kapi.ControlPlane, d: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def cluster(
-    plane: kapi.ControlPlane, tmp_path_factory: pytest.TempPathFactory
+    plane: kapi.ControlPlane,
+    tmp_path_factory: pytest.TempPathFactory,
+    workload_crds: dict[str, str],
 ) -> Iterator[Cluster]:
+    """Two servers in cluster mode (``a`` and ``b``, one Lease), started once the workload
+    kinds' CRDs are in: installed under running servers, each CRD would make both reload their
+    definitions (a minute and more of CPU on a loaded machine)."""
     d = tmp_path_factory.mktemp("cluster")
     for f in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml"):
         plane.kubectl("apply", "--server-side", "-f", str(BASE / f))

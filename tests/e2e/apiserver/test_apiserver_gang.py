@@ -163,7 +163,7 @@ def _start_jobset(
     names = []
     for f in OPERATORS[op][1]:
         cp.kubectl("apply", "--server-side", "-f", str(files / op / f))
-        names.append(yaml.safe_load((files / op / f).read_text())["metadata"]["name"])
+        names.append(kapi.load((files / op / f).read_text())["metadata"]["name"])
     cp.wait_established(*names)
     port = kapi.free_port()
     config = d / f"{op}-config.yaml"
