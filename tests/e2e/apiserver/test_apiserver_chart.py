@@ -235,11 +235,32 @@ def test_a_kustomize_overlay_in_another_namespace_is_accepted(
     accepted_in_a_dry_run(plane, [d for d in yaml.safe_load_all(text) if d])
 
 
+def _cluster_objects(plane: kapi.ControlPlane) -> list[str]:
+    kinds = (
+        "clusterrole,clusterrolebinding,mutatingwebhookconfiguration,validatingwebhookconfiguration"
+    )
+    out = plane.kubectl("get", kinds, "-l", "app.kubernetes.io/name=karta-webhook", "-o", "name")
+    return sorted(out.stdout.split())
+
+
+def _no_other_owners(plane: kapi.ControlPlane) -> None:
+    """Cluster-scoped objects of the release's names that another test applied (manifests/base's
+    RBAC, webhook configurations) are not a release's to own, and helm refuses to install over
+    them (``invalid ownership metadata``), even in a dry run: removed first."""
+    plane.kubectl(
+        "delete", "clusterrole,clusterrolebinding,mutatingwebhookconfiguration,"
+        "validatingwebhookconfiguration", "-l", "app.kubernetes.io/name=karta-webhook",
+        "--ignore-not-found",
+    )  # fmt: skip
+    assert _cluster_objects(plane) == []
+
+
 def test_helm_dry_run_server_renders_against_the_cluster_but_validates_nothing(
     plane: kapi.ControlPlane, helm: Helm
 ) -> None:
     """What admins try first: it passes (the cluster's version meets kubeVersion) ... and would
     pass an object the API server refuses, which ``kubectl apply --dry-run=server`` catches."""
+    _no_other_owners(plane)
     ns = _fresh_namespace()
     install = ["install", "karta-webhook", str(CHART), "-n", ns, "--dry-run=server"]
     out = helm.run(*install)
@@ -254,26 +275,11 @@ def test_helm_dry_run_server_renders_against_the_cluster_but_validates_nothing(
     assert refused.returncode != 0 and "priorityClassName" in refused.stderr
 
 
-def _cluster_objects(plane: kapi.ControlPlane) -> list[str]:
-    kinds = (
-        "clusterrole,clusterrolebinding,mutatingwebhookconfiguration,validatingwebhookconfiguration"
-    )
-    out = plane.kubectl("get", kinds, "-l", "app.kubernetes.io/name=karta-webhook", "-o", "name")
-    return sorted(out.stdout.split())
-
-
 def test_helm_install_and_uninstall(plane: kapi.ControlPlane, helm: Helm) -> None:
     """``helm install --create-namespace`` as an admin runs it (helm v4: server-side apply),
     then ``helm uninstall``: every object is created in the release namespace, the CRD from
     ``crds/`` is kept, and uninstall removes the rest, webhook configurations included."""
-    # Cluster-scoped objects of the same names that another test applied (manifests/base's
-    # RBAC, webhook configurations) would not be the release's to own: remove them first.
-    plane.kubectl(
-        "delete", "clusterrole,clusterrolebinding,mutatingwebhookconfiguration,"
-        "validatingwebhookconfiguration", "-l", "app.kubernetes.io/name=karta-webhook",
-        "--ignore-not-found",
-    )  # fmt: skip
-    assert _cluster_objects(plane) == []
+    _no_other_owners(plane)
     ns = _fresh_namespace()
     try:
         out = helm.run("install", "karta-webhook", str(CHART), "-n", ns, "--create-namespace")

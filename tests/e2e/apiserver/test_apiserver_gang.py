@@ -356,16 +356,22 @@ def _condition(pg: dict[str, Any] | None) -> str | None:
 
 
 def _clean(cp: kapi.ControlPlane, ns: str) -> None:
-    """Force-delete the pods (bound ones never end without a kubelet): their GPUs are free."""
-    cp.request(
-        "DELETE", f"/api/v1/namespaces/{ns}/pods",
-        {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
-    )  # fmt: skip
-    wait_until(
-        f"{ns} empty",
-        lambda: not cp.request("GET", f"/api/v1/namespaces/{ns}/pods")[1]["items"],
-        30,
-    )
+    """Force-delete the pods (bound ones never end without a kubelet) until none is left: their
+    GPUs are free. Again and again: a StatefulSet or Job whose owner is being deleted in the
+    background can make a pod anew before the garbage collector gets to it."""
+    deadline = time.monotonic() + 90
+    while True:
+        cp.request(
+            "DELETE", f"/api/v1/namespaces/{ns}/pods",
+            {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
+        )  # fmt: skip
+        status, body = cp.request("GET", f"/api/v1/namespaces/{ns}/pods")
+        assert status == 200, body
+        if not body["items"]:
+            return
+        left = [p["metadata"]["name"] for p in body["items"]]
+        assert time.monotonic() < deadline, f"{ns}: pods left after 90 s: {left}"
+        time.sleep(0.3)
 
 
 def test_three_pods_of_4_gpus_on_two_nodes_none_bound_with_the_gang_two_without(gang: Gang) -> None:
