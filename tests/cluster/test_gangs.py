@@ -155,9 +155,26 @@ def test_nothing_is_written_where_the_api_is_not_served_or_no_rule_has_gang(
     c = GangController(
         _policy(tmp_path), None, ENGINE, Owners(js, job), elector=None, report=told.append
     )
+    changed: list[None] = []
+    c.listeners.append(lambda: changed.append(None))
+    assert c.api_status() is None  # not looked yet: no GangScheduling condition
     c.step()
     assert not world.writes and c.unserved and "runtime-config" in c.unserved
     assert told == [False]  # the metric karta_webhook_gang_api_served
+    status = c.api_status()
+    assert status is not None and status[0] is False
+    assert "runtime-config" in status[1] and "no PodGroup is made" in status[1]
+    assert len(changed) == 1  # the policies' writers told once, not at every look
+    c._looked = -1e9
+    c.step()
+    assert len(changed) == 1
+    world.served = True
+    c._looked = -1e9
+    c.step()
+    assert c.api_status() == (True, "scheduling.k8s.io/v1beta1 serves podgroups")
+    assert len(changed) == 2
+    world.writes.clear()
+    world.served = False
     world.served = True
     off = GangController(_policy(tmp_path, gang=False), None, ENGINE, Owners(js, job), elector=None)
     off.step()

@@ -13,7 +13,14 @@ import pytest
 from fakeapi import FakeAPI, status
 
 from webhook.admission.state import State
-from webhook.cluster.policysync import PolicyStatus, Seen, accepted, shadows_in
+from webhook.cluster.policysync import (
+    GANG,
+    PolicyStatus,
+    Seen,
+    accepted,
+    gang_condition,
+    shadows_in,
+)
 from webhook.mutation.policyfile import PolicyError
 from webhook.mutation.policyobject import (
     GROUP,
@@ -72,7 +79,7 @@ def team_policy(namespace: str, rv: str) -> Seen:
 
 
 def serve_team_patches(
-    fake: FakeAPI, monkeypatch: pytest.MonkeyPatch, refuse: set[str]
+    fake: FakeAPI, monkeypatch: pytest.MonkeyPatch, refuse: set[str], prefix: str = TEAMS
 ) -> list[tuple[str, Any]]:
     """The fake API server answers a KartaNamespacePolicy's status PATCH: 422 for a namespace
     in ``refuse``, else 200 (the object is not changed: the watch has not brought it back
@@ -82,11 +89,11 @@ def serve_team_patches(
 
     def handle(h: Any, method: str) -> None:
         path = urlparse(h.path).path
-        if method != "PATCH" or not path.startswith(TEAMS + "/"):
+        if method != "PATCH" or not path.startswith(prefix + "/"):
             return real(h, method)
         body = h._body()
         patched.append((path, body))
-        if path.split("/")[5] in refuse:
+        if len(path.split("/")) > 5 and path.split("/")[5] in refuse:
             return h._send(422, status(422, "Invalid", REFUSED))  # type: ignore[no-any-return]
         return h._send(200, body)  # type: ignore[no-any-return]
 
@@ -162,3 +169,51 @@ def test_a_team_policy_whose_key_a_cluster_policy_takes_says_which_rule_wins(
     state.set_policies([])  # the cluster policy goes: the team's rule is in force again
     got = shadowed_condition("3")
     assert got["status"] == "False"
+
+
+GANG_OBJ = {**OBJ, "spec": {"rules": [{"name": "g", "match": {"kinds": ["Job"]}, "gang": "native"}]}}
+
+
+def test_gang_scheduling_says_whether_the_cluster_serves_podgroups() -> None:
+    """Issue 46 item 5: a policy with a gang rule says, in its status, whether the PodGroup API
+    is served (what discovery saw); nothing before the first look; a policy without such a
+    rule has no such condition, and one that lost its rule is told so."""
+    gang = Seen(GANG_OBJ, parse_policy_object(GANG_OBJ))
+    why = "the cluster does not serve scheduling.k8s.io/v1beta1 (...)"
+    c = gang_condition(gang, [], (False, why))
+    assert c is not None
+    assert (c.type, c.status, c.reason, c.message) == (GANG, False, "PodGroupsNotServed", why)
+    c = gang_condition(gang, [], (True, "served"))
+    assert c is not None and (c.status, c.reason) == (True, "PodGroupsServed")
+    assert gang_condition(gang, [], None) is None
+    plain = Seen(OBJ, parse_policy_object(OBJ))
+    assert gang_condition(plain, [], (False, why)) is None
+    c = gang_condition(plain, [{"type": GANG, "status": "False"}], (False, why))
+    assert c is not None and (c.status, c.reason) == (False, "NoGangRule")
+
+
+def test_the_writer_adds_gang_scheduling_and_writes_again_when_discovery_changes(
+    fake: FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prefix = f"/apis/{GROUP}/{VERSION}/kartapolicies"
+    patched = serve_team_patches(fake, monkeypatch, refuse=set(), prefix=prefix)
+    api: list[tuple[bool, str] | None] = [None]
+    writer = PolicyStatus(fake.api(), elector=None, gang_api=lambda: api[0])
+
+    def seen(rv: str) -> Seen:
+        obj = {**GANG_OBJ, "metadata": {"name": "p", "generation": 1, "resourceVersion": rv}}
+        return Seen(obj, parse_policy_object(obj))
+
+    writer.on_change({"p": seen("1")})
+    assert writer.reconcile() == 1
+    assert patched[-1][0] == f"{prefix}/p/status"
+    assert [c["type"] for c in patched[-1][1]["status"]["conditions"]] == ["Accepted"]
+    api[0] = (False, "not served")
+    writer.on_change({"p": seen("2")})
+    writer.gang_api_changed()
+    assert writer.reconcile() == 1
+    conds = {c["type"]: c for c in patched[-1][1]["status"]["conditions"]}
+    assert conds["Accepted"]["status"] == "True"
+    assert (conds[GANG]["status"], conds[GANG]["reason"], conds[GANG]["message"]) == (
+        "False", "PodGroupsNotServed", "not served",
+    )  # fmt: skip

@@ -112,6 +112,9 @@ class GangController(Ticker):
         self.report = report
         #: why nothing is written (the API not served), None when it is
         self.unserved: str | None = None
+        #: told when the API is found served, or not, anew (the policies' GangScheduling)
+        self.listeners: list[Callable[[], None]] = []
+        self._known = False
         self._looked = -DISCOVERY_SECONDS
         self.creates = 0
         self.patches = 0
@@ -134,15 +137,29 @@ class GangController(Ticker):
                 f"the cluster does not serve {API_VERSION} (kube-apiserver "
                 f"--runtime-config={API_VERSION}=true --feature-gates=GenericWorkload=true)"
             )
+        changed = why != self.unserved or not self._known
         if why != self.unserved:
             if why:
                 log_event("gangs.unserved", logging.WARNING, reason=why)
             else:
                 log_event("gangs.served", api=API_VERSION)
         self.unserved = why
+        self._known = True
+        if changed:
+            for listener in self.listeners:
+                listener()
         if self.report is not None:
             self.report(why is None)
         return why is None
+
+    def api_status(self) -> tuple[bool, str] | None:
+        """Whether PodGroups are served and what discovery saw; None before the first look
+        (made only while a rule has ``gang``)."""
+        if not self._known:
+            return None
+        if self.unserved is None:
+            return True, f"{API_VERSION} serves podgroups"
+        return False, f"{self.unserved}: no PodGroup is made and no pod gets a schedulingGroup"
 
     def step(self) -> None:
         if self.elector is not None and not self.elector.is_leader():

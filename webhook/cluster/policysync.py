@@ -10,7 +10,9 @@ again every :data:`ABSENT_RETRY_SECONDS`.
 :class:`PolicyStatus` writes each object's ``Accepted`` condition while this process leads:
 ``True``/``Accepted`` when it is in force, ``False``/``Invalid`` with every error at its field
 path (bounded as a Karta's conditions are), through the status subresource with the
-resourceVersion it read, and only when the condition changed.
+resourceVersion it read, and only when the condition changed. A policy with a rule that has
+``gang`` also gets ``GangScheduling`` (:func:`gang_condition`): whether the cluster serves the
+PodGroup API the gang needs, so ``kubectl describe`` says why its workloads' pods get no group.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ ABSENT_RETRY_SECONDS = 30.0
 ACCEPTED = "Accepted"
 #: a KartaNamespacePolicy's condition: a cluster policy rule sets a key it sets, and wins
 SHADOWED = "Shadowed"
+#: a policy with a ``gang`` rule: whether the cluster serves PodGroups (else nothing is written)
+GANG = "GangScheduling"
+#: whether the PodGroup API is served and what was seen; None before the first look
+GangAPI = Callable[[], "tuple[bool, str] | None"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,24 @@ def accepted(seen: Seen, over: tuple[str, ...] = ()) -> conditions.Condition:
     if len(message) > STATUS_MESSAGE_CHARS:
         message = message[: STATUS_MESSAGE_CHARS - 3] + "..."
     return conditions.Condition(ACCEPTED, False, "Invalid", message)
+
+
+def gang_condition(
+    seen: Seen, current: list[dict[str, Any]], api: tuple[bool, str] | None
+) -> conditions.Condition | None:
+    """``GangScheduling`` of a policy with a ``gang`` rule: True/``PodGroupsServed`` or
+    False/``PodGroupsNotServed`` with what discovery saw (``api``; nothing before the first
+    look). A policy that no longer has such a rule gets False/``NoGangRule`` where it had the
+    condition; one that never had it, none."""
+    if seen.policy is None or not seen.policy.gang:
+        if any(c.get("type") == GANG for c in current):
+            return conditions.Condition(GANG, False, "NoGangRule", "no rule has gang")
+        return None
+    if api is None:
+        return None
+    served, message = api
+    reason = "PodGroupsServed" if served else "PodGroupsNotServed"
+    return conditions.Condition(GANG, served, reason, message)
 
 
 def shadowed(shadows: list[str]) -> conditions.Condition:
@@ -206,10 +230,14 @@ class PolicyStatus(LeaderStatusWriter):
         *,
         namespaced: bool = False,
         shadows: Callable[[str, Policy], list[str]] | None = None,
+        gang_api: GangAPI | None = None,
         **options: Unpack[WriterOptions],
     ) -> None:
         super().__init__(api, **options)
         self.namespaced = namespaced
+        #: whether the cluster serves PodGroups (the gang controller's discovery), for the
+        #: ``GangScheduling`` condition; None: no such condition
+        self.gang_api = gang_api
         #: a namespaced policy's keys that a cluster policy wins (:func:`shadows_in`), for its
         #: ``Shadowed`` condition; None: no such condition
         self.shadows = shadows
@@ -221,6 +249,11 @@ class PolicyStatus(LeaderStatusWriter):
         if self.shadows is not None:
             self._dirty = True
             self._wake.set()
+
+    def gang_api_changed(self) -> None:
+        """Discovery found the PodGroup API served, or not, anew: look at the conditions again."""
+        self._dirty = True
+        self._wake.set()
 
     def on_change(
         self, items: dict[str, Seen], over: dict[str, tuple[str, ...]] | None = None
@@ -248,12 +281,15 @@ class PolicyStatus(LeaderStatusWriter):
             wants = [want]
             if self.shadows is not None and seen.policy is not None:
                 wants.append(shadowed(self.shadows(name, seen.policy)))
+            gang = gang_condition(seen, current, self.gang_api()) if self.gang_api else None
+            if gang is not None:
+                wants.append(gang)
             new = conditions.merged(current, wants, generation, now)
             if new is None:
                 continue
             if self._patch(name, rv, new, want.status_text):
                 wrote += 1
-                if len(wants) > 1:  # said when it changes (the condition's message says it)
+                if self.shadows is not None and seen.policy is not None:  # said as it changes
                     log_event(
                         "namespace-policy.shadowed", name=name, shadowed=wants[1].status,
                         message=wants[1].message,

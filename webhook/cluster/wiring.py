@@ -163,13 +163,17 @@ def start(
     )
     # The policies' Accepted condition is written by the leader, as the Kartas' are (the
     # keeper or the Karta status writer renews the Lease).
-    policy_status = PolicyStatus(api, elector=elector) if write_status else None
+    # With the gang controller's discovery: a gang rule's GangScheduling condition.
+    gang_api = gangs.api_status if gangs is not None else None
+    policy_status = PolicyStatus(api, elector=elector, gang_api=gang_api) if write_status else None
     policies = PolicySync(state, api, policy_status, resync_seconds=resync_seconds)
     team_status = (
         PolicyStatus(api, elector=elector, namespaced=True, shadows=shadows_in(state))
         if write_status
         else None
     )
+    if gangs is not None and policy_status is not None:  # (a namespaced policy has no gang)
+        gangs.listeners.append(policy_status.gang_api_changed)
     if team_status is not None:  # a cluster policy that comes or goes changes Shadowed
         state.listeners.append(team_status.policies_changed)
     teams = NamespacePolicySync(state, api, team_status, resync_seconds=resync_seconds)

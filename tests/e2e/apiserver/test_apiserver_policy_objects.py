@@ -136,12 +136,12 @@ def test_an_invalid_policy_is_refused_at_apply_naming_its_field(
     assert status == 404
 
 
-def _accepted(plane: kapi.ControlPlane, name: str) -> dict[str, Any] | None:
+def _accepted(plane: kapi.ControlPlane, name: str, kind: str = "Accepted") -> dict[str, Any] | None:
     status, out = plane.request(
         "GET", f"/apis/policies.karta-webhook.run.ai/v1alpha1/kartapolicies/{name}"
     )
     conds = (out.get("status") or {}).get("conditions") or [] if status == 200 else []
-    return next((c for c in conds if c.get("type") == "Accepted"), None)
+    return next((c for c in conds if c.get("type") == kind), None)
 
 
 def test_the_accepted_condition_says_why_a_stored_policy_is_not_in_force(
@@ -166,6 +166,40 @@ def test_the_accepted_condition_says_why_a_stored_policy_is_not_in_force(
         "False",
     ]
     plane.kubectl("delete", "kartapolicy", "queues")
+
+
+GANG = """\
+apiVersion: policies.karta-webhook.run.ai/v1alpha1
+kind: KartaPolicy
+metadata: {name: gangs}
+spec:
+  rules:
+  - {name: g, match: {kinds: [Job], namespaces: ["no-such-*"]}, gang: native-workload}
+"""
+
+
+def test_a_gang_rule_on_a_cluster_without_podgroups_says_so_in_its_status(
+    plane: kapi.ControlPlane, hook: Webhook
+) -> None:
+    """Issue 46 item 5: this API server does not serve ``scheduling.k8s.io/v1beta1``; the
+    policy is in force (its workloads are still labelled) and ``GangScheduling`` says that no
+    PodGroup is made, and how to turn the API on."""
+    plane.kubectl("apply", "-f", "-", input=GANG)
+    try:
+        wait_until(
+            "the GangScheduling condition",
+            lambda: _accepted(plane, "gangs", "GangScheduling") is not None,
+        )
+        cond = _accepted(plane, "gangs", "GangScheduling")
+        assert cond is not None and (cond["status"], cond["reason"]) == (
+            "False", "PodGroupsNotServed",
+        ), cond  # fmt: skip
+        assert "--runtime-config=scheduling.k8s.io/v1beta1=true" in cond["message"], cond
+        assert "no PodGroup is made" in cond["message"], cond
+        assert (_accepted(plane, "gangs") or {}).get("status") == "True"
+        assert "gangs.unserved" in hook.log_text()
+    finally:
+        plane.kubectl("delete", "kartapolicy", "gangs")
 
 
 TEAM = """\
