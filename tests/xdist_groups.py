@@ -7,7 +7,7 @@ made once, not once per worker:
 * ``workload-crds``: the modules in ``tests/e2e/apiserver/`` that use the workload kinds' CRDs
   (the ``workload_crds`` fixture: 19 CRDs read and installed on the session's control plane);
 * ``scheduling``: the scheduling plane's and the gang's (``test_plane_*.py``,
-  ``test_apiserver_gang.py``), on planes of their own.
+  ``test_apiserver_gang.py``), on a plane of their own.
 
 The other modules there use the session's control plane (``plane``, which a worker starts in
 seconds) or one of their own, and go to any worker. The two units are collected first and units

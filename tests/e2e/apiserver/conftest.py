@@ -119,8 +119,10 @@ def scheduling_plane_factory(
 def scheduling_plane(
     scheduling_plane_factory: Callable[..., schedplane.SchedulingPlane],
 ) -> schedplane.SchedulingPlane:
-    """The shared scheduling plane with default feature gates."""
-    return scheduling_plane_factory()
+    """The shared scheduling plane, with the native gang's gate and API on (``schedplane.GANG``:
+    only pods with a ``schedulingGroup`` are treated otherwise), so the gang's tests and the
+    others share one plane."""
+    return scheduling_plane_factory(**schedplane.GANG)
 
 
 #: Where hack/workload-crds.sh keeps the CRDs it read from the Go modules: it does nothing when

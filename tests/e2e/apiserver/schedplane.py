@@ -5,9 +5,10 @@ No kubelet: a pod with ``spec.nodeName`` set is bound, nothing runs (``docs/deve
 
 :func:`start` → :class:`SchedulingPlane`; ``feature_gates`` (``["GenericWorkload=true"]``) go to
 apiserver, kcm and scheduler, ``runtime_config`` (``["scheduling.k8s.io/v1beta1=true"]``) to
-the apiserver. Fixtures (conftest): ``scheduling_plane`` (session, shared, default gates) and
-``scheduling_plane_factory`` (session; ``factory(feature_gates=..., runtime_config=...,
-operators=("jobset", "lws"))``, one plane per distinct arguments, all stopped at the end).
+the apiserver (:data:`GANG` both). Fixtures (conftest): ``scheduling_plane`` (session, shared,
+with :data:`GANG`) and ``scheduling_plane_factory`` (session; ``factory(feature_gates=...,
+runtime_config=..., operators=("jobset", "lws"))``, one plane per distinct arguments, all
+stopped at the end).
 A plane has: ``cp`` (the :class:`kapi.ControlPlane`: ``kubectl``, ``request``, ``apply``),
 :meth:`~SchedulingPlane.namespace` (a new one; :meth:`~SchedulingPlane.clean` force-deletes
 its pods, then drops it), :meth:`~SchedulingPlane.add_node` / ``delete_node``,
@@ -43,6 +44,11 @@ import kapi
 import yaml
 
 OPERATORS = ("jobset", "lws")
+#: the native gang's gate and API (Kubernetes 1.37: beta, off by default): ``start(**GANG)``
+GANG: dict[str, Sequence[str]] = {
+    "feature_gates": ("GenericWorkload=true",),
+    "runtime_config": ("scheduling.k8s.io/v1beta1=true",),
+}
 BINARIES = ("kube-scheduler", "kube-controller-manager", "jobset-manager", "lws-manager")
 GPU_NODES = 4
 GPUS_PER_NODE = 4

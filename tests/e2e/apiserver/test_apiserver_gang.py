@@ -1,240 +1,77 @@
 """The native gang through a real kube-apiserver and a real kube-scheduler (v1.37.2, gate
-``GenericWorkload``, ``scheduling.k8s.io/v1beta1`` served), with karta-webhook ``serve`` in
-cluster mode as the ServiceAccount of ``manifests/base/rbac.yaml`` and registered as
-``manifests --url --policy`` prints it (the gang's Pod webhook included), on two hand-made
-4-GPU Nodes (no kubelet: a bound pod is the signal).
+``GenericWorkload``, ``scheduling.k8s.io/v1beta1`` served: the shared scheduling plane,
+``schedplane.py``, with kube-controller-manager and the JobSet and LWS managers), with
+karta-webhook ``serve`` in cluster mode as the ServiceAccount of ``manifests/base/rbac.yaml``
+and registered as ``manifests --url --policy`` prints it (the gang's Pod webhook included), on
+two hand-made untainted 4-GPU Nodes of the module's own (no kubelet: a bound pod is the
+signal; the plane's GPU nodes are tainted and its CPU nodes have no GPU, so no gang pod goes
+there).
 
-The workload is a Job (no controller runs: the test creates its pods as the Job controller
-would, owned by the Job, with its stamped template's labels), so what is proven is the
-webhook's part: the template's gang label, each pod's ``schedulingGroup`` at creation, the
-leader's PodGroup (``minCount`` from the definition, following the Job's scale), and the
-scheduler's all-or-nothing on them: 3 pods of 4 GPUs on 2 nodes, 0 bound with the gang and 2
-without; 2 pods, both bound and ``PodGroupInitiallyScheduled=True``.
+For the first tests the Job is managed by no controller (``spec.managedBy`` another's): the
+test creates its pods as the Job controller would, owned by the Job, with its stamped
+template's labels, so what is proven is the webhook's part: the template's gang label, each
+pod's ``schedulingGroup`` at creation, the leader's PodGroup (``minCount`` from the definition,
+following the Job's scale), and the scheduler's all-or-nothing on them: 3 pods of 4 GPUs on 2
+nodes, 0 bound with the gang and 2 without; 2 pods, both bound and
+``PodGroupInitiallyScheduled=True``. Then the controllers' own pods: a Job's, README's JobSet's
+and an LWS's.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import kapi
 import pytest
 from hooks import Webhook, configurations, register, start_webhook, unregister, wait_until
+from schedplane import SchedulingPlane
 
 from webhook.workload.gang import GANG_LABEL, group_name
 
 BASE = kapi.ROOT / "manifests" / "base"
-GATES = ["--feature-gates=GenericWorkload=true", "--runtime-config=scheduling.k8s.io/v1beta1=true"]
 POLICY = """\
 rules:
 - name: gang
   match: {kinds: [Job], namespaces: ["gang-*"]}
   gang: native-workload
+- name: jobsets
+  match: {kinds: [JobSet], namespaces: ["gang-*"]}
+  gang: native
+- name: lws
+  match: {kinds: [LeaderWorkerSet], namespaces: ["gang-*"]}
+  gang: native-workload
 """
 PODGROUPS = "/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups"
+#: a Job the Job controller leaves alone (``spec.managedBy``): the test makes its pods
+NO_CONTROLLER = "karta-webhook.run.ai/e2e"
+#: the module's GPU nodes: 4 GPUs each, no taint
+NODES = ("gang-0", "gang-1")
 
 
 @dataclass
 class Gang:
-    cp: kapi.ControlPlane
+    sp: SchedulingPlane
     hook: Webhook
 
-
-def _node(cp: kapi.ControlPlane, name: str, gpus: int) -> None:
-    status, body = cp.request(
-        "POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
-    )
-    assert status == 201, body
-    cap = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady",
-             "lastHeartbeatTime": now, "lastTransitionTime": now}  # fmt: skip
-    merge = "application/merge-patch+json"
-    status, body = cp.request(
-        "PATCH", f"/api/v1/nodes/{name}/status",
-        {"status": {"capacity": cap, "allocatable": cap, "conditions": [ready]}},
-        content_type=merge,
-    )  # fmt: skip
-    assert status == 200, body
-    # TaintNodesByCondition tainted it not-ready at create; no node controller takes it off
-    status, body = cp.request(
-        "PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": None}}, content_type=merge
-    )
-    assert status == 200, body
+    @property
+    def cp(self) -> kapi.ControlPlane:
+        return self.sp.cp
 
 
-def _binary(tools: Path, name: str, env: str) -> Path:
-    given = os.environ.get(env)
-    path = Path(given) if given else tools / name
-    if not path.is_file():
-        raise kapi.ToolsMissing(
-            f"no {name} at {path} (hack/build-tools.sh builds it with the scheduling plane; or "
-            f"set {env})"
-        )
-    return path
-
-
-def _spawn(d: Path, name: str, cmd: list[str]) -> subprocess.Popen[bytes]:
-    with (d / f"{name}.log").open("ab") as out:
-        return subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-
-
-def _end(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-
-
-JOBSET_DIR_ENV = "KARTA_E2E_JOBSET_DIR"
-#: each operator: its Configuration's apiVersion and its CRD files
-OPERATORS = {
-    "jobset": ("config.jobset.x-k8s.io/v1alpha1", ("jobset.x-k8s.io_jobsets.yaml",)),
-    "lws": (
-        "config.lws.x-k8s.io/v1alpha1",
-        ("leaderworkerset.x-k8s.io_leaderworkersets.yaml",
-         "disaggregatedset.x-k8s.io_disaggregatedsets.yaml"),
-    ),
-}  # fmt: skip
-
-
-def _jobset_files(tools: Path, op: str = "jobset") -> Path:
-    """The folder with an operator's manager, CRDs and webhook manifests (``OP-manager``,
-    ``OP/<crd>.yaml``, ``OP/webhook/``, as hack/build-tools.sh lays them out with the
-    scheduling plane)."""
-    d = Path(os.environ.get(JOBSET_DIR_ENV) or tools)
-    need = [d / f"{op}-manager", *(d / op / f for f in OPERATORS[op][1]),
-            d / op / "webhook" / "manifests.yaml"]  # fmt: skip
-    missing = [str(p) for p in need if not p.is_file()]
-    if missing:
-        raise kapi.ToolsMissing(f"no {', '.join(missing)} (or set {JOBSET_DIR_ENV})")
-    return d
-
-
-def _jobset_webhooks(d: Path, port: int, ca: Path, op: str = "jobset") -> list[dict[str, Any]]:
-    """JobSet's webhook configurations with its kustomize patches (pod webhooks only for pods
-    of a JobSet), each service made a URL on ``port`` trusting ``ca``."""
-    import base64
-
-    import jsonpatch
-    import yaml
-
-    folder = d / op / "webhook"
-    docs = [x for x in yaml.safe_load_all((folder / "manifests.yaml").read_text()) if x]
-    bundle = base64.b64encode(ca.read_bytes()).decode()
-    out = []
-    for doc in docs:
-        kind = "mutating" if doc["kind"].startswith("Mutating") else "validating"
-        for patch in (folder / f"{kind}-patch.yaml", folder / "patches" / f"{kind}-patch.yaml"):
-            if patch.is_file():
-                doc = jsonpatch.apply_patch(doc, yaml.safe_load(patch.read_text()))
-        doc["metadata"]["name"] = f"{op}-{doc['metadata']['name']}"
-        for hook in doc["webhooks"]:
-            path = hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
-        out.append(doc)
-    return out
-
-
-def _start_jobset(
-    cp: kapi.ControlPlane, d: Path, files: Path, op: str = "jobset"
-) -> subprocess.Popen[bytes]:
-    """The operator ``op``'s CRDs applied, its manager started, its webhooks registered."""
-    import socket
-
-    import yaml
-
-    names = []
-    for f in OPERATORS[op][1]:
-        cp.kubectl("apply", "--server-side", "-f", str(files / op / f))
-        names.append(kapi.load((files / op / f).read_text())["metadata"]["name"])
-    cp.wait_established(*names)
-    port = kapi.free_port()
-    config = d / f"{op}-config.yaml"
-    config.write_text(yaml.safe_dump({
-        "apiVersion": OPERATORS[op][0], "kind": "Configuration",
-        "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
-        "webhook": {"port": port, "host": "127.0.0.1", "certDir": str(cp.ca.parent)},
-        "metrics": {"bindAddress": "0"}, "health": {"healthProbeBindAddress": "0"},
-    }))  # fmt: skip
-    proc = _spawn(d, f"{op}-manager", [str(files / f"{op}-manager"), f"--config={config}",
-                                        f"--kubeconfig={cp.kubeconfig}", "--zap-devel=false"])  # fmt: skip
-
-    def listening() -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return True
-        except OSError:
-            return False
-
-    wait_until(f"{op}-manager's webhooks", listening, 120)
-    cp.apply(_jobset_webhooks(files, port, cp.ca, op))
-    return proc
-
-
-@contextlib.contextmanager
-def _gang_plane(
-    d: Path, *, controllers: bool, policy: str = POLICY, jobset: bool = False, lws: bool = False
+@pytest.fixture(scope="module")
+def gang(
+    scheduling_plane: SchedulingPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Gang]:
-    """The plane (see the module docstring); with ``controllers``, kube-controller-manager
-    too (the Job controller makes the pods, the garbage collector deletes what a workload
-    owns); with ``jobset``, JobSet's manager and webhooks too."""
-    try:
-        tools = kapi.tools_dir()
-        kapi.kubectl_binary()
-        binaries = {"kube-scheduler": _binary(tools, "kube-scheduler", "KARTA_E2E_KUBE_SCHEDULER")}
-        if controllers:
-            binaries["kube-controller-manager"] = _binary(
-                tools, "kube-controller-manager", "KARTA_E2E_KUBE_CONTROLLER_MANAGER"
-            )
-        jobset_files = _jobset_files(tools) if jobset else None
-        lws_files = _jobset_files(tools, "lws") if lws else None
-    except kapi.ToolsMissing as e:
-        # In CI a missing tool fails, once hack/build-tools.sh builds the plane's at all
-        if os.environ.get("CI") and "kube-scheduler" in kapi.BUILD_SCRIPT.read_text():
-            pytest.fail(f"CI: {e}", pytrace=False)
-        pytest.skip(str(e))
-    cp = kapi.start(d / "kapi", tools, GATES)
-    procs: list[subprocess.Popen[bytes]] = []
+    """The server in cluster mode under manifests/base's RBAC (its leader makes the
+    PodGroups), registered with ``failurePolicy: Fail``; the module's two GPU nodes."""
+    sp, d = scheduling_plane, tmp_path_factory.mktemp("gang")
+    cp = sp.cp
     hook: Webhook | None = None
-    kc = cp.kubeconfig
-    common = [f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}",
-              f"--authorization-kubeconfig={kc}", "--leader-elect=false",
-              "--bind-address=127.0.0.1", "--feature-gates=GenericWorkload=true"]  # fmt: skip
     try:
-        procs.append(
-            _spawn(d, "kube-scheduler", [str(binaries["kube-scheduler"]), *common,
-                                         f"--secure-port={kapi.free_port()}"])
-        )  # fmt: skip
-        if controllers:
-            procs.append(
-                _spawn(d, "kube-controller-manager", [
-                    str(binaries["kube-controller-manager"]), *common,
-                    f"--secure-port={kapi.free_port()}",
-                    "--controllers=*,-node-lifecycle-controller",
-                    f"--service-account-private-key-file={cp.sa_key}", f"--root-ca-file={cp.ca}",
-                ])
-            )  # fmt: skip
-        if jobset_files is not None:
-            procs.append(_start_jobset(cp, d, jobset_files))
-        if lws_files is not None:
-            procs.append(_start_jobset(cp, d, lws_files, "lws"))
         for f in ("crd-kartas.yaml", "crd-kartapolicies.yaml", "crd-kartanamespacepolicies.yaml"):
             cp.kubectl("apply", "--server-side", "-f", str(BASE / f))
         cp.wait_established(
@@ -250,46 +87,20 @@ def _gang_plane(
         sa = d / "sa-kubeconfig"
         sa.write_text(kapi.kubeconfig_text(cp.url, cp.ca, token, "karta-webhook"))
         hook = start_webhook(
-            d / "serve", policy, [f"--kubeconfig={sa}"], env={"POD_NAMESPACE": "karta-system"}
+            d / "serve", POLICY, [f"--kubeconfig={sa}"], env={"POD_NAMESPACE": "karta-system"}
         )
         served = hook
         wait_until("serve ready", lambda: bool(served.readyz().get("ready")), 90)
         register(cp, configurations(hook, policy=hook.policy, failure_policy="Fail"))
-        for i in range(2):
-            _node(cp, f"gpu-{i}", 4)
-        yield Gang(cp, hook)
+        for name in NODES:
+            sp.add_node(name, gpus=4)
+        yield Gang(sp, hook)
     finally:
         unregister(cp)
         if hook is not None:
             hook.stop()
-        for proc in procs:
-            _end(proc)
-        cp.stop()
-
-
-@pytest.fixture(scope="module")
-def gang(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gang]:
-    with _gang_plane(tmp_path_factory.mktemp("gang"), controllers=False) as g:
-        yield g
-
-
-@pytest.fixture(scope="module")
-def gang_jobset(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gang]:
-    policy = (
-        POLICY
-        + '- name: jobsets\n  match: {kinds: [JobSet], namespaces: ["gang-*"]}\n  gang: native\n'
-        + '- name: lws\n  match: {kinds: [LeaderWorkerSet], namespaces: ["gang-*"]}\n'
-        + "  gang: native-workload\n"
-    )
-    d = tmp_path_factory.mktemp("gangjs")
-    with _gang_plane(d, controllers=True, policy=policy, jobset=True, lws=True) as g:
-        yield g
-
-
-@pytest.fixture(scope="module")
-def gang_controllers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gang]:
-    with _gang_plane(tmp_path_factory.mktemp("gangkcm"), controllers=True) as g:
-        yield g
+        for name in NODES:  # the plane's other tests must not find untainted GPU nodes
+            sp.delete_node(name)
 
 
 def _ns(cp: kapi.ControlPlane) -> str:
@@ -298,11 +109,14 @@ def _ns(cp: kapi.ControlPlane) -> str:
     return name
 
 
-def _job(cp: kapi.ControlPlane, ns: str, pods: int) -> dict[str, Any]:
+def _job(cp: kapi.ControlPlane, ns: str, pods: int, *, controller: bool = False) -> dict[str, Any]:
+    """A suspended Job of ``pods`` pods of 4 GPUs; without ``controller``, one the Job
+    controller leaves alone (the test makes its pods)."""
+    managed = {} if controller else {"managedBy": NO_CONTROLLER}
     body = {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": ns},
         "spec": {
-            "suspend": True, "parallelism": pods, "completions": pods,
+            **managed, "suspend": True, "parallelism": pods, "completions": pods,
             "template": {"metadata": {"labels": {"app": "train"}}, "spec": {
                 "restartPolicy": "Never",
                 "containers": [{"name": "c", "image": "busybox",
@@ -453,15 +267,15 @@ def test_the_pod_webhook_is_there_only_while_a_rule_has_gang(gang: Gang) -> None
 
 
 def test_a_jobs_own_pods_join_its_group_and_deleting_the_job_deletes_the_group(
-    gang_controllers: Gang,
+    gang: Gang,
 ) -> None:
     """With kube-controller-manager: the Job controller's pods are linked at creation and
     bound together; the Job deleted, the garbage collector deletes its PodGroup (its
     protection finalizer goes once the pods are gone: bound pods of a node without a kubelet
     are force-deleted here)."""
-    cp = gang_controllers.cp
+    cp = gang.cp
     ns = _ns(cp)
-    job = _job(cp, ns, 2)
+    job = _job(cp, ns, 2, controller=True)
     status, body = cp.request(
         "PATCH", f"/apis/batch/v1/namespaces/{ns}/jobs/train", {"spec": {"suspend": False}},
         content_type="application/merge-patch+json",
@@ -495,13 +309,13 @@ def test_a_jobs_own_pods_join_its_group_and_deleting_the_job_deletes_the_group(
     wait_until("the PodGroup gone", lambda: _podgroup(cp, ns, name) is None, 60)
 
 
-def test_the_12_gpu_jobset_is_placed_all_or_nothing(gang_jobset: Gang) -> None:
+def test_the_12_gpu_jobset_is_placed_all_or_nothing(gang: Gang) -> None:
     """README's JobSet (leader 1 + workers 2, 4 GPUs each) made by the real JobSet manager and
     Job controller: one group of 3 (its definition's podGroup), none of its pods bound on two
     4-GPU nodes; a third node, and all 3 bound together."""
     import yaml
 
-    cp = gang_jobset.cp
+    cp = gang.cp
     ns = _ns(cp)
     js = yaml.safe_load(
         (
@@ -534,7 +348,7 @@ def test_the_12_gpu_jobset_is_placed_all_or_nothing(gang_jobset: Gang) -> None:
     )
     wait_until("Unschedulable", lambda: _condition(_podgroup(cp, ns, name)) == "False", 60)
     assert _bound(cp, ns) == 0
-    _node(cp, "gpu-2", 4)
+    gang.sp.add_node("gang-2", gpus=4)
     try:
         wait_until("all 3 bound together", lambda: _bound(cp, ns) == 3, 90)
         assert _condition(_podgroup(cp, ns, name)) == "True"
@@ -544,15 +358,15 @@ def test_the_12_gpu_jobset_is_placed_all_or_nothing(gang_jobset: Gang) -> None:
             {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
         )  # fmt: skip
         _clean(cp, ns)
-        cp.request("DELETE", "/api/v1/nodes/gpu-2")
+        gang.sp.delete_node("gang-2")
 
 
-def test_an_lws_of_two_replicas_is_one_gang_placed_all_or_nothing(gang_jobset: Gang) -> None:
+def test_an_lws_of_two_replicas_is_one_gang_placed_all_or_nothing(gang: Gang) -> None:
     """A LeaderWorkerSet of 2 replicas x size 2 (4 GPUs a pod) made by the real LWS manager,
     its definition without gang instructions and the rule's native-workload: one group of 4;
     none bound on two 4-GPU nodes (without it each replica's leader could hold a node), all 4
     together once two more nodes are added."""
-    cp = gang_jobset.cp
+    cp = gang.cp
     ns = _ns(cp)
     t = {"metadata": {"labels": {"app": "lws"}}, "spec": {"containers": [
         {"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}  # fmt: skip
@@ -573,8 +387,8 @@ def test_an_lws_of_two_replicas_is_one_gang_placed_all_or_nothing(gang_jobset: G
     wait_until("Unschedulable", lambda: _condition(_podgroup(cp, ns, name)) == "False", 60)
     assert ((_podgroup(cp, ns, name) or {})["spec"]["schedulingPolicy"]["gang"]["minCount"]) == 4
     assert _bound(cp, ns) == 0
-    _node(cp, "gpu-3", 4)
-    _node(cp, "gpu-4", 4)
+    gang.sp.add_node("gang-3", gpus=4)
+    gang.sp.add_node("gang-4", gpus=4)
     try:
         wait_until("all 4 bound together", lambda: _bound(cp, ns) == 4, 120)
     finally:
@@ -583,5 +397,5 @@ def test_an_lws_of_two_replicas_is_one_gang_placed_all_or_nothing(gang_jobset: G
             {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
         )  # fmt: skip
         _clean(cp, ns)
-        cp.request("DELETE", "/api/v1/nodes/gpu-3")
-        cp.request("DELETE", "/api/v1/nodes/gpu-4")
+        gang.sp.delete_node("gang-3")
+        gang.sp.delete_node("gang-4")
