@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from clientcerts import ClientCert
+from ports import free_port as free_port  # the e2e modules import it from here
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SERVICE, NAMESPACE = "karta-webhook", "karta-system"
@@ -128,12 +129,6 @@ def serve_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def raise_fd_limit(want: int) -> int:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -21,14 +20,9 @@ import urllib.request
 from pathlib import Path
 
 from docblocks import block, cli_env
+from ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _healthy(port: int, ca: Path) -> bool:
@@ -45,7 +39,7 @@ def test_readme_serve_and_talk_to_the_server(tmp_path: Path) -> None:
     assert first.startswith("pip install . && ")
     serve = first.removeprefix("pip install . && ")
     assert serve == "karta-webhook serve --policy examples/policy.yaml"
-    port = _free_port()
+    port = free_port()
     work = tmp_path / "work"
     work.mkdir()
     (work / "examples").symlink_to(ROOT / "examples")

