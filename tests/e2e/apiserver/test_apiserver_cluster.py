@@ -69,8 +69,8 @@ def cluster(
     workload_crds: dict[str, str],
 ) -> Iterator[Cluster]:
     """Two servers in cluster mode (``a`` and ``b``, one Lease), started once the workload
-    kinds' CRDs are in: installed under running servers, each CRD would make both reload their
-    definitions (a minute and more of CPU on a loaded machine)."""
+    kinds' CRDs are in, so the servers read their schemas at start rather than one watch event
+    a CRD (the CRDs' install time itself was YAML parsing: see ``kapi.load_all``)."""
     d = tmp_path_factory.mktemp("cluster")
     for f in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml"):
         plane.kubectl("apply", "--server-side", "-f", str(BASE / f))
